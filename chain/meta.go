@@ -1,0 +1,96 @@
+package chain
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// MetaKey is the state key of the chain metadata blob.
+const MetaKey = "meta"
+
+// Meta describes the chain after its last entry. It is stored (canonically
+// encoded) in every ledger commit, so any commit answers "how long is the log,
+// what is its head and Merkle root" without walking history.
+//
+// Invariants: Size entries have been appended; Head is the hash of entry
+// Size-1 (zero when Size is 0); Range is the compact Merkle range of [0, Size)
+// and Root is its root; TS is the timestamp of entry Size-1.
+type Meta struct {
+	V      int    `json:"v"`
+	Origin string `json:"origin"`
+	Size   uint64 `json:"size"`
+	Head   Hash   `json:"head"`
+	TS     string `json:"ts"`
+	Root   Hash   `json:"root"`
+	Range  []Hash `json:"range"`
+}
+
+// LinkError describes why an entry cannot follow a chain. Code is one of
+// SEQ-GAP, LINK-BROKEN, TIME-REVERSED or RULE-VIOLATION (genesis misuse).
+type LinkError struct {
+	Code string
+	Msg  string
+}
+
+func (e *LinkError) Error() string { return e.Code + ": " + e.Msg }
+
+// Check reports whether e may be appended to the chain described by m.
+func (m *Meta) Check(e *Entry) error {
+	if e.Seq != m.Size {
+		return &LinkError{"SEQ-GAP", fmt.Sprintf("entry has seq %d, expected %d", e.Seq, m.Size)}
+	}
+	if e.Prev != m.Head {
+		return &LinkError{"LINK-BROKEN", fmt.Sprintf("entry %d prev %s does not match head %s", e.Seq, e.Prev, m.Head)}
+	}
+	if (e.Kind == KindGenesis) != (e.Seq == 0) {
+		return &LinkError{"RULE-VIOLATION", fmt.Sprintf("entry %d: genesis must be exactly entry 0", e.Seq)}
+	}
+	if m.Size > 0 && e.TS < m.TS { // same-width timestamps compare as strings
+		return &LinkError{"TIME-REVERSED", fmt.Sprintf("entry %d ts %s is before %s", e.Seq, e.TS, m.TS)}
+	}
+	return nil
+}
+
+// GenesisBody is the body of entry 0.
+type GenesisBody struct {
+	Origin string `json:"origin"`
+}
+
+// Advance returns the metadata after appending e (whose hash is h). It assumes
+// Check(e) passed.
+func (m *Meta) Advance(e *Entry, h Hash) (*Meta, error) {
+	next := &Meta{V: FormatVersion, Origin: m.Origin, Size: m.Size + 1, Head: h, TS: e.TS}
+	if e.Kind == KindGenesis {
+		var g GenesisBody
+		if err := json.Unmarshal(e.Body, &g); err != nil || g.Origin == "" {
+			return nil, &LinkError{"RULE-VIOLATION", "genesis body must name an origin"}
+		}
+		next.Origin = g.Origin
+	}
+	r := Range{Size: m.Size, Hashes: append([]Hash(nil), m.Range...)}
+	r.Append(LeafHash(h))
+	next.Range, next.Root = r.Hashes, r.Root()
+	return next, nil
+}
+
+// DecodeMeta parses a stored meta blob; a missing blob means the empty chain.
+func DecodeMeta(b []byte, ok bool) (*Meta, error) {
+	if !ok {
+		return &Meta{V: FormatVersion, Root: EmptyRoot(), Range: []Hash{}}, nil
+	}
+	var m Meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("meta: %w", err)
+	}
+	if m.Range == nil {
+		m.Range = []Hash{}
+	}
+	r := Range{Size: m.Size, Hashes: m.Range}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("meta: %w", err)
+	}
+	return &m, nil
+}
+
+// Encode returns the canonical bytes of m.
+func (m *Meta) Encode() ([]byte, error) { return MarshalCanonical(m) }

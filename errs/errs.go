@@ -1,0 +1,162 @@
+// Package errs defines tally's error values: a stable code, a human message and
+// structured details. The code determines the exit class, which is part of the
+// command-line API:
+//
+//	0 ok, 1 retryable (contention, held lease, transient remote),
+//	2 refused (usage, rule violation), 3 integrity failure (verify failed, corrupt state).
+//
+// Any error that is not an *Error is reported as INTERNAL with class 3: tally fails
+// closed rather than guessing that an unexplained failure is harmless.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Class is an exit class.
+type Class int
+
+// Exit classes.
+const (
+	OK        Class = 0
+	Retryable Class = 1
+	Refused   Class = 2
+	Integrity Class = 3
+)
+
+// classes maps every code tally emits to its exit class. A code missing here is a
+// bug caught by the tests (see TestEveryCodeHasAClass).
+var classes = map[string]Class{
+	// retryable: the same command may succeed later without changing anything
+	"CONFLICT":           Retryable,
+	"LEASE-HELD":         Retryable,
+	"STEAL-DENIED":       Retryable,
+	"NO-READY-CELL":      Retryable,
+	"REF-LOCKED":         Retryable,
+	"BUSY":               Retryable,
+	"REMOTE-UNREACHABLE": Retryable,
+	"WAIT-TIMEOUT":       Retryable,
+
+	// refused: the request breaks a rule or is malformed
+	"USAGE":               Refused,
+	"NOT-A-REPO":          Refused,
+	"NOT-SUPPORTED":       Refused,
+	"NOT-INITIALIZED":     Refused,
+	"ALREADY-INITIALIZED": Refused,
+	"WAVE-EXISTS":         Refused,
+	"WAVE-MISSING":        Refused,
+	"CELL-MISSING":        Refused,
+	"DEP-MISSING":         Refused,
+	"DEP-CYCLE":           Refused,
+	"CELL-STATE":          Refused,
+	"ACTOR-MISMATCH":      Refused,
+	"EPOCH-MISMATCH":      Refused,
+	"LEASE-EXPIRED":       Refused,
+	"LEASE-MAX-HOLD":      Refused,
+	"LEASE-MISSING":       Refused,
+	"RECEIPT-SCOPE":       Refused,
+	"RECEIPT-MISSING":     Refused,
+	"COMMIT-MISSING":      Refused,
+	"EVIDENCE-MISSING":    Refused,
+	"REMOTE-REJECTED":     Refused,
+	"KEY-UNKNOWN":         Refused,
+	"POLICY":              Refused,
+	"PATH-HELD":           Refused,
+
+	// integrity: the ledger or the local state cannot be trusted as it is
+	"INTERNAL":           Integrity,
+	"CORRUPT":            Integrity,
+	"VERIFY-FAILED":      Integrity,
+	"HASH-MISMATCH":      Integrity,
+	"LINK-BROKEN":        Integrity,
+	"SEQ-GAP":            Integrity,
+	"NONCANONICAL":       Integrity,
+	"TIME-REVERSED":      Integrity,
+	"STATE-MISMATCH":     Integrity,
+	"HISTORY-NONLINEAR":  Integrity,
+	"COMMIT-MISMATCH":    Integrity,
+	"RULE-VIOLATION":     Integrity,
+	"FORK-DETECTED":      Integrity,
+	"ROLLBACK-DETECTED":  Integrity,
+	"UNSIGNED":           Integrity,
+	"BAD-SIGNATURE":      Integrity,
+	"RECEIPT-INVALID":    Integrity,
+	"CHECKPOINT-INVALID": Integrity,
+	"PROOF-INVALID":      Integrity,
+}
+
+// Error is a tally error. Details are extra machine-readable fields reported
+// beside code and message (for example the holder of a lease).
+type Error struct {
+	Code    string
+	Message string
+	Details map[string]any
+	Err     error // the cause, if any
+}
+
+// New returns an error with the given code and a formatted message.
+func New(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an error with the given code whose cause is err.
+func Wrap(code string, err error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return &Error{Code: code, Message: msg, Err: err}
+}
+
+// With adds a detail and returns e, so details chain onto New.
+func (e *Error) With(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Class is the exit class of e's code.
+func (e *Error) Class() Class { return ClassOfCode(e.Code) }
+
+// Retryable reports whether the same request may succeed later unchanged.
+func (e *Error) Retryable() bool { return e.Class() == Retryable }
+
+// ClassOfCode returns the class of a code; unknown codes are integrity failures.
+func ClassOfCode(code string) Class {
+	if c, ok := classes[code]; ok {
+		return c
+	}
+	return Integrity
+}
+
+// Known reports whether code is one tally defines.
+func Known(code string) bool { _, ok := classes[code]; return ok }
+
+// From converts any error into an *Error, wrapping unknown errors as INTERNAL.
+func From(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: "INTERNAL", Message: err.Error(), Err: err}
+}
+
+// Code returns the code of err, or "" for nil.
+func Code(err error) string {
+	if err == nil {
+		return ""
+	}
+	return From(err).Code
+}
+
+// Is reports whether err carries the given code.
+func Is(err error, code string) bool { return err != nil && From(err).Code == code }
