@@ -1,0 +1,170 @@
+package gitstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Ident is a git author or committer identity.
+type Ident struct {
+	Name  string
+	Email string
+	When  int64 // unix seconds
+	TZ    string
+}
+
+func (i Ident) String() string {
+	return fmt.Sprintf("%s <%s> %d %s", i.Name, i.Email, i.When, i.TZ)
+}
+
+// Commit is a git commit object.
+type Commit struct {
+	Tree      ObjectID
+	Parents   []ObjectID
+	Author    Ident
+	Committer Ident
+	Signature string // the gpgsig header value (an armored SSH or PGP signature), if any
+	Message   string
+
+	raw []byte // the parsed object, when c came from ParseCommit
+}
+
+// Payload is the commit without its signature header: the bytes a commit
+// signature signs. For a parsed commit it is cut from the original bytes, so
+// headers tally does not model are kept.
+func (c *Commit) Payload() []byte {
+	if c.raw == nil {
+		return c.encode("")
+	}
+	header, msg, _ := bytes.Cut(c.raw, []byte("\n\n"))
+	var b bytes.Buffer
+	inSig := false
+	for _, line := range strings.Split(string(header), "\n") {
+		if strings.HasPrefix(line, "gpgsig ") || (inSig && strings.HasPrefix(line, " ")) {
+			inSig = true
+			continue
+		}
+		inSig = false
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	b.Write(msg)
+	return b.Bytes()
+}
+
+// Raw returns the bytes c was parsed from (nil for a constructed commit).
+func (c *Commit) Raw() []byte { return c.raw }
+
+// Encode returns the commit object content.
+func (c *Commit) Encode() []byte { return c.encode(c.Signature) }
+
+func (c *Commit) encode(sig string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "tree %s\n", c.Tree)
+	for _, p := range c.Parents {
+		fmt.Fprintf(&b, "parent %s\n", p)
+	}
+	fmt.Fprintf(&b, "author %s\ncommitter %s\n", c.Author, c.Committer)
+	if sig != "" {
+		b.WriteString("gpgsig ")
+		b.WriteString(strings.ReplaceAll(strings.TrimSuffix(sig, "\n"), "\n", "\n "))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	b.WriteString(c.Message)
+	return b.Bytes()
+}
+
+// ParseCommit parses a commit object. Headers tally does not model (encoding,
+// mergetag, ...) are skipped but stay in Raw and Payload.
+func ParseCommit(data []byte) (*Commit, error) {
+	c := &Commit{raw: data}
+	header, msg, ok := bytes.Cut(data, []byte("\n\n"))
+	if !ok {
+		return nil, errors.New("commit has no message separator")
+	}
+	c.Message = string(msg)
+	lines := strings.Split(string(header), "\n")
+	for i := 0; i < len(lines); i++ {
+		key, val, _ := strings.Cut(lines[i], " ")
+		var err error
+		switch key {
+		case "tree":
+			c.Tree, err = ParseObjectID(val)
+		case "parent":
+			var p ObjectID
+			p, err = ParseObjectID(val)
+			c.Parents = append(c.Parents, p)
+		case "author":
+			c.Author, err = parseIdent(val)
+		case "committer":
+			c.Committer, err = parseIdent(val)
+		case "gpgsig":
+			sig := []string{val}
+			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], " ") {
+				i++
+				sig = append(sig, lines[i][1:])
+			}
+			c.Signature = strings.Join(sig, "\n") + "\n"
+		default:
+			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], " ") {
+				i++
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("commit header %s: %w", key, err)
+		}
+	}
+	if c.Tree.IsZero() {
+		return nil, errors.New("commit has no tree")
+	}
+	return c, nil
+}
+
+func parseIdent(s string) (Ident, error) {
+	lt, gt := strings.Index(s, " <"), strings.LastIndex(s, "> ")
+	if lt < 0 || gt < lt {
+		return Ident{}, fmt.Errorf("malformed identity %q", s)
+	}
+	id := Ident{Name: s[:lt], Email: s[lt+2 : gt]}
+	when, tz, ok := strings.Cut(s[gt+2:], " ")
+	if !ok {
+		return Ident{}, fmt.Errorf("malformed identity date %q", s)
+	}
+	t, err := strconv.ParseInt(when, 10, 64)
+	if err != nil {
+		return Ident{}, fmt.Errorf("malformed identity date %q", s)
+	}
+	id.When, id.TZ = t, tz
+	return id, nil
+}
+
+// ReadCommit reads and parses a commit.
+func (db *ObjectDB) ReadCommit(id ObjectID) (*Commit, error) {
+	typ, data, err := db.Read(id)
+	if err != nil {
+		return nil, err
+	}
+	if typ != CommitObject {
+		return nil, fmt.Errorf("object %s is a %s, not a commit", id, typ)
+	}
+	return ParseCommit(data)
+}
+
+// Trailers returns the "Key: value" lines of the last paragraph of a message.
+func Trailers(msg string) map[string]string {
+	paras := strings.Split(strings.TrimRight(msg, "\n"), "\n\n")
+	out := map[string]string{}
+	for _, line := range strings.Split(paras[len(paras)-1], "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok || strings.ContainsAny(k, " \t") {
+			return map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,848 @@
+package gitstore
+
+import (
+	"bytes"
+	"compress/zlib"
+	"container/list"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ErrObjectNotFound reports that an object is in none of the database's directories.
+var ErrObjectNotFound = errors.New("gitstore: object not found")
+
+var errODBClosed = errors.New("gitstore: object database is closed")
+
+const (
+	odbMaxAlternateDepth = 5     // as in git
+	packMaxDeltaDepth    = 10000 // git writes at most 4095; more means a cycle or garbage
+	packCacheEntries     = 256
+	packCacheBytes       = 8 << 20
+
+	// packMaxInflateRatio bounds the size a header may claim for n compressed bytes.
+	// Deflate cannot expand data more than ~1032 times, so a larger claim is corrupt
+	// and must not drive an allocation.
+	packMaxInflateRatio = 1100
+
+	packOfsDelta = 6
+	packRefDelta = 7
+
+	packIdxHeader = 8 + 256*4 // magic, version, fanout
+)
+
+// ObjectDB reads objects from a git object directory and its alternates.
+//
+// A lookup tries loose objects, then packs, newest first. Pack indexes and packs
+// are mapped on first search, so opening costs one directory listing per object
+// directory, and a lookup costs O(log n) in the size of each pack searched,
+// independent of how many objects the repository holds.
+//
+// An ObjectDB is safe for concurrent use, except that Close must not overlap
+// other calls.
+type ObjectDB struct {
+	dirs  []string // primary object directory, then alternates; absolute, distinct, existing
+	cache packCache
+
+	mu      sync.Mutex
+	packs   []*packFile // newest first; replaced, never modified, so callers may keep a snapshot
+	retired []*packFile // dropped by a rescan but perhaps still in use by a reader; unmapped by Close
+	closed  bool
+}
+
+// OpenObjectDB opens the object directory objectDir. alternates lists further
+// object directories (from GIT_ALTERNATE_OBJECT_DIRECTORIES); those named in
+// info/alternates files are followed too, up to 5 levels deep as in git. Missing
+// alternates are skipped.
+func OpenObjectDB(objectDir string, alternates []string) (*ObjectDB, error) {
+	dir, err := filepath.Abs(objectDir)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("gitstore: object directory: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("gitstore: object directory %s is not a directory", dir)
+	}
+	db := &ObjectDB{dirs: odbAlternates(dir, alternates)}
+	if err := db.rescan(); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// odbAlternates returns dir followed by its alternates in breadth-first order.
+// Relative entries of an info/alternates file are relative to the object
+// directory holding it; extra entries are relative to the working directory.
+func odbAlternates(dir string, extra []string) []string {
+	type alt struct {
+		dir   string
+		depth int // depth of the entries in its info/alternates
+	}
+	dirs := []string{dir}
+	queue := []alt{{dir, 0}}
+	push := func(p string, depth int) {
+		p, err := filepath.Abs(p)
+		if err != nil || depth > odbMaxAlternateDepth || slices.Contains(dirs, p) {
+			return
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			return
+		}
+		dirs = append(dirs, p)
+		queue = append(queue, alt{p, depth + 1})
+	}
+	for _, p := range extra {
+		push(p, 0)
+	}
+	for i := 0; i < len(queue); i++ {
+		b, err := os.ReadFile(filepath.Join(queue[i].dir, "info", "alternates"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || line[0] == '#' {
+				continue
+			}
+			if line[0] == '"' {
+				if u, err := strconv.Unquote(line); err == nil {
+					line = u
+				}
+			}
+			if !filepath.IsAbs(line) {
+				line = filepath.Join(queue[i].dir, line)
+			}
+			push(line, queue[i].depth)
+		}
+	}
+	return dirs
+}
+
+// rescan replaces the pack list with the packs now present. A pack still present
+// keeps its packFile, and so its mappings.
+func (db *ObjectDB) rescan() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return errODBClosed
+	}
+	old := make(map[string]*packFile, len(db.packs))
+	for _, p := range db.packs {
+		old[p.path] = p
+	}
+	var packs []*packFile
+	for _, dir := range db.dirs {
+		found, err := packList(filepath.Join(dir, "pack"))
+		if err != nil {
+			return err
+		}
+		for _, p := range found {
+			if o := old[p.path]; o != nil {
+				p = o
+				delete(old, p.path)
+			}
+			packs = append(packs, p)
+		}
+	}
+	for _, p := range old {
+		db.retired = append(db.retired, p)
+	}
+	sort.SliceStable(packs, func(i, j int) bool { return packs[i].mtime.After(packs[j].mtime) })
+	db.packs = packs
+	return nil
+}
+
+// packList lists the packs in packDir that have both an .idx and a .pack.
+func packList(packDir string) ([]*packFile, error) {
+	ents, err := os.ReadDir(packDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	names := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	var packs []*packFile
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), ".idx")
+		if !ok || !names[base+".pack"] {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(packDir, base+".pack"))
+		if err != nil {
+			continue // deleted since listed
+		}
+		packs = append(packs, &packFile{path: filepath.Join(packDir, base), mtime: fi.ModTime()})
+	}
+	return packs, nil
+}
+
+// AddPack makes the pack packName ("pack-<hex>", as returned by PackWriter.WriteTo)
+// in the primary object directory visible to lookups at once, ahead of all others.
+func (db *ObjectDB) AddPack(packName string) error {
+	if !packValidName(packName) {
+		return fmt.Errorf("gitstore: invalid pack name %q", packName)
+	}
+	path := filepath.Join(db.dirs[0], "pack", packName)
+	if _, err := os.Stat(path + ".idx"); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path + ".pack")
+	if err != nil {
+		return err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return errODBClosed
+	}
+	for _, p := range db.packs {
+		if p.path == path {
+			return nil
+		}
+	}
+	db.packs = append([]*packFile{{path: path, mtime: fi.ModTime()}}, db.packs...)
+	return nil
+}
+
+// Close unmaps all packs. Slices returned by Read do not refer to the mappings
+// and stay valid.
+func (db *ObjectDB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	for _, list := range [][]*packFile{db.packs, db.retired} {
+		for _, p := range list {
+			p.unmap()
+		}
+	}
+	db.packs, db.retired = nil, nil
+	return nil
+}
+
+// odbLoc is where an object is stored: a loose file or a pack entry.
+type odbLoc struct {
+	loose *os.File // the open loose object, or nil for a packed one
+	p     *packFile
+	m     *packMaps
+	off   uint64
+}
+
+// locate finds id. Before reporting a miss it rescans the pack directories once
+// and retries, so that packs written by others, or rewritten by git repack or
+// git gc, since the last scan are seen. A loose object is returned open, so
+// that git prune-packed deleting it cannot make it vanish before it is read.
+func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
+	hex := id.String()
+	for rescanned := false; ; rescanned = true {
+		for _, dir := range db.dirs {
+			f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
+			if err == nil {
+				return odbLoc{loose: f}, nil
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return odbLoc{}, err
+			}
+		}
+		loc, err := db.packFind(id, rescanned)
+		if errors.Is(err, ErrObjectNotFound) {
+			if !rescanned {
+				if err := db.rescan(); err != nil {
+					return odbLoc{}, err
+				}
+				continue
+			}
+			err = fmt.Errorf("%w: %s", ErrObjectNotFound, hex)
+		}
+		return loc, err
+	}
+}
+
+// packFind searches the packs. A pack that cannot be opened is skipped; unless
+// final, the search then reports a miss so that the caller rescans: the pack may
+// have been replaced. When final, an unusable pack's error takes precedence over
+// a miss, because the object may be in it.
+func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
+	db.mu.Lock()
+	packs, closed := db.packs, db.closed
+	db.mu.Unlock()
+	if closed {
+		return odbLoc{}, errODBClosed
+	}
+	var bad error
+	for _, p := range packs {
+		m, err := p.maps()
+		if err != nil {
+			if bad == nil && !errors.Is(err, fs.ErrNotExist) {
+				bad = err
+			}
+			continue
+		}
+		off, ok, err := m.idx.find(id)
+		if err != nil {
+			return odbLoc{}, fmt.Errorf("gitstore: %s.idx: %w", p.path, err)
+		}
+		if ok {
+			return odbLoc{p: p, m: m, off: off}, nil
+		}
+	}
+	if bad != nil && final {
+		return odbLoc{}, bad
+	}
+	return odbLoc{}, ErrObjectNotFound
+}
+
+// Has reports whether the database holds id. Like a failed Read, a miss
+// costs a listing of the pack directories.
+func (db *ObjectDB) Has(id ObjectID) bool {
+	loc, err := db.locate(id)
+	if loc.loose != nil {
+		loc.loose.Close()
+	}
+	return err == nil
+}
+
+// Read returns the type and contents of object id. The caller owns the slice.
+func (db *ObjectDB) Read(id ObjectID) (ObjectType, []byte, error) {
+	return db.read(id, 0, false)
+}
+
+// ReadType returns the type of object id, inflating no more than headers.
+func (db *ObjectDB) ReadType(id ObjectID) (ObjectType, error) {
+	t, _, err := db.read(id, 0, true)
+	return t, err
+}
+
+// read reads id, which is needed as a delta base at the given depth. With
+// typeOnly it returns no data.
+func (db *ObjectDB) read(id ObjectID, depth int, typeOnly bool) (ObjectType, []byte, error) {
+	loc, err := db.locate(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if loc.loose == nil {
+		if typeOnly {
+			return db.packType(loc, depth)
+		}
+		return db.packRead(loc, depth)
+	}
+	defer loc.loose.Close()
+	fi, err := loc.loose.Stat()
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := make([]byte, fi.Size())
+	if _, err := io.ReadFull(loc.loose, buf); err != nil {
+		return 0, nil, err
+	}
+	t, data, err := looseDecode(buf, typeOnly)
+	if err != nil {
+		return 0, nil, fmt.Errorf("gitstore: loose object %s: %w", id, err)
+	}
+	return t, data, nil
+}
+
+// looseDecode decodes a loose object file, zlib("<type> <size>\x00" + data).
+func looseDecode(buf []byte, headerOnly bool) (ObjectType, []byte, error) {
+	zr, err := packZlibReader(buf)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer packZlibPool.Put(zr)
+	hdr := make([]byte, 32) // longer than any valid header
+	n := 0
+	for ; n == 0 || hdr[n-1] != 0; n++ {
+		if n == len(hdr) {
+			return 0, nil, errors.New("header too long")
+		}
+		if _, err := io.ReadFull(zr, hdr[n:n+1]); err != nil {
+			return 0, nil, fmt.Errorf("reading header: %w", err)
+		}
+	}
+	name, size, _ := bytes.Cut(hdr[:n-1], []byte{' '})
+	t := looseParseType(name)
+	sz, err := strconv.ParseUint(string(size), 10, 63)
+	if t == 0 || err != nil {
+		return 0, nil, fmt.Errorf("malformed header %q", hdr[:n-1])
+	}
+	if headerOnly {
+		return t, nil, nil
+	}
+	data, err := odbInflateRest(zr, sz, len(buf))
+	return t, data, err
+}
+
+// odbInflateRest reads exactly size more bytes from zr, a zlib stream of
+// compressed bytes, and requires the stream to end there with a valid checksum.
+func odbInflateRest(zr io.Reader, size uint64, compressed int) ([]byte, error) {
+	if size > uint64(compressed)*packMaxInflateRatio+64 {
+		return nil, fmt.Errorf("implausible size %d", size)
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(zr, buf); err != nil {
+		return nil, fmt.Errorf("inflating %d bytes: %w", size, err)
+	}
+	if n, err := zr.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return nil, fmt.Errorf("zlib stream longer than %d bytes or corrupt (%v)", size, err)
+	}
+	return buf, nil
+}
+
+// packZlibPool holds zlib readers (which implement zlib.Resetter) for reuse: each
+// carries ~40 KiB of inflate state that small objects would otherwise reallocate.
+var packZlibPool sync.Pool
+
+func packZlibReader(src []byte) (io.ReadCloser, error) {
+	r := bytes.NewReader(src)
+	if zr, ok := packZlibPool.Get().(io.ReadCloser); ok {
+		if err := zr.(zlib.Resetter).Reset(r, nil); err != nil {
+			packZlibPool.Put(zr)
+			return nil, err
+		}
+		return zr, nil
+	}
+	return zlib.NewReader(r)
+}
+
+// packFile is a pack and its index, mapped on first use. The mappings stay valid
+// until ObjectDB.Close even if git deletes the files.
+type packFile struct {
+	path  string // without the .idx or .pack extension
+	mtime time.Time
+	mu    sync.Mutex // serializes mapping
+	m     atomic.Pointer[packMaps]
+}
+
+// packMaps is a mapped pack and index whose headers have been validated and which
+// belong together (same object count, same pack checksum).
+type packMaps struct {
+	idx  packIndex
+	data []byte // the whole .pack file
+}
+
+func (p *packFile) maps() (*packMaps, error) {
+	if m := p.m.Load(); m != nil {
+		return m, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.m.Load(); m != nil {
+		return m, nil
+	}
+	idx, err := packMmap(p.path + ".idx")
+	if err != nil {
+		return nil, err
+	}
+	data, err := packMmap(p.path + ".pack")
+	if err != nil {
+		syscall.Munmap(idx)
+		return nil, err
+	}
+	x, err := packParseIndex(idx)
+	if err == nil && (len(data) < 32 || string(data[:4]) != "PACK" || binary.BigEndian.Uint32(data[4:]) != 2) {
+		err = errors.New("not a version 2 pack")
+	}
+	if err == nil && (uint64(binary.BigEndian.Uint32(data[8:])) != uint64(x.n) || !bytes.Equal(data[len(data)-20:], x.packSum())) {
+		err = errors.New("pack does not match its index")
+	}
+	if err != nil {
+		syscall.Munmap(idx)
+		syscall.Munmap(data)
+		return nil, fmt.Errorf("gitstore: %s: %w", p.path, err)
+	}
+	m := &packMaps{x, data}
+	p.m.Store(m)
+	return m, nil
+}
+
+func (p *packFile) unmap() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.m.Swap(nil); m != nil {
+		syscall.Munmap(m.idx.data)
+		syscall.Munmap(m.data)
+	}
+}
+
+// packMmap maps a whole file read-only. Git never rewrites pack files in place
+// (it renames new files over old names), so the contents cannot change under us.
+func packMmap(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() == 0 || int64(int(fi.Size())) != fi.Size() {
+		return nil, fmt.Errorf("gitstore: %s: cannot map %d bytes", path, fi.Size())
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return b, nil
+}
+
+// packIndex is a pack index, version 2: magic and version, the 256-entry fanout
+// (fanout[b] = number of names whose first byte is ≤ b), n sorted names, n CRC32s,
+// n 4-byte offsets (high bit set: index into the next table), the table of 8-byte
+// offsets, the pack checksum and the index checksum.
+//
+// packParseIndex checks only the header, fanout and total size, so that opening
+// does not read the whole file; offsets are checked where used.
+type packIndex struct {
+	data []byte
+	n    int
+}
+
+func packParseIndex(b []byte) (packIndex, error) {
+	if len(b) < packIdxHeader+40 || string(b[:4]) != "\377tOc" || binary.BigEndian.Uint32(b[4:]) != 2 {
+		return packIndex{}, errors.New("not a version 2 pack index")
+	}
+	var n uint32
+	for i := 0; i < 256; i++ {
+		c := binary.BigEndian.Uint32(b[8+4*i:])
+		if c < n {
+			return packIndex{}, errors.New("corrupt pack index fanout")
+		}
+		n = c
+	}
+	if rest := len(b) - packIdxHeader - 40 - 28*int(n); rest < 0 || rest%8 != 0 {
+		return packIndex{}, errors.New("pack index has the wrong size")
+	}
+	return packIndex{b, int(n)}, nil
+}
+
+func (x packIndex) packSum() []byte { return x.data[len(x.data)-40 : len(x.data)-20] }
+
+// find returns the pack offset of id.
+func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
+	lo := 0
+	if id[0] > 0 {
+		lo = int(binary.BigEndian.Uint32(x.data[8+4*(int(id[0])-1):]))
+	}
+	hi := int(binary.BigEndian.Uint32(x.data[8+4*int(id[0]):]))
+	names := x.data[packIdxHeader : packIdxHeader+20*x.n]
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		switch c := bytes.Compare(names[20*mid:20*mid+20], id[:]); {
+		case c < 0:
+			lo = mid + 1
+		case c > 0:
+			hi = mid
+		default:
+			return x.offset(mid)
+		}
+	}
+	return 0, false, nil
+}
+
+// offset returns the pack offset of the i'th name.
+func (x packIndex) offset(i int) (uint64, bool, error) {
+	offsets := packIdxHeader + 24*x.n
+	o := binary.BigEndian.Uint32(x.data[offsets+4*i:])
+	if o&0x80000000 == 0 {
+		return uint64(o), true, nil
+	}
+	large := offsets + 4*x.n + 8*int(o&0x7fffffff)
+	if large+8 > len(x.data)-40 {
+		return 0, false, errors.New("large offset index out of range")
+	}
+	return binary.BigEndian.Uint64(x.data[large:]), true, nil
+}
+
+// packEntry is the decoded header of a pack entry.
+type packEntry struct {
+	kind   int8   // an ObjectType, packOfsDelta or packRefDelta
+	size   uint64 // inflated size of the object or delta
+	start  int    // offset of the zlib stream
+	base   uint64 // offset of the base, for packOfsDelta
+	baseID ObjectID
+}
+
+func (m *packMaps) entry(off uint64) (packEntry, error) {
+	end := uint64(len(m.data) - 20)
+	if off < 12 || off >= end {
+		return packEntry{}, errors.New("entry offset out of range")
+	}
+	b := m.data[off:end]
+	c := b[0]
+	e := packEntry{kind: int8(c >> 4 & 7), size: uint64(c & 15)}
+	i := 1
+	for shift := 4; c&0x80 != 0; shift += 7 {
+		if i == len(b) || shift > 57 {
+			return e, errors.New("corrupt entry header")
+		}
+		c = b[i]
+		i++
+		e.size |= uint64(c&0x7f) << shift
+	}
+	switch e.kind {
+	case packOfsDelta:
+		// big-endian base-128, each continuation adding one so encodings are unique
+		var rel uint64
+		for more := true; more; {
+			if i == len(b) || rel >= 1<<56 {
+				return e, errors.New("corrupt delta base offset")
+			}
+			c = b[i]
+			i++
+			rel = rel<<7 | uint64(c&0x7f)
+			if more = c&0x80 != 0; more {
+				rel++
+			}
+		}
+		if rel == 0 || rel > off-12 {
+			return e, errors.New("delta base offset out of range")
+		}
+		e.base = off - rel
+	case packRefDelta:
+		if i+20 > len(b) {
+			return e, errors.New("truncated delta base name")
+		}
+		copy(e.baseID[:], b[i:])
+		i += 20
+	case int8(CommitObject), int8(TreeObject), int8(BlobObject), int8(TagObject):
+	default:
+		return e, fmt.Errorf("bad entry type %d", e.kind)
+	}
+	e.start = int(off) + i
+	return e, nil
+}
+
+// packRead returns the object at loc, resolving its delta chain. Each base met on
+// the way is cached, so reading the other objects of a chain costs one delta
+// application each.
+func (db *ObjectDB) packRead(loc odbLoc, depth int) (ObjectType, []byte, error) {
+	type link struct {
+		off   uint64
+		delta []byte
+	}
+	var chain []link
+	var t ObjectType
+	var data []byte
+	off := loc.off
+	for t == 0 {
+		if depth+len(chain) > packMaxDeltaDepth {
+			return 0, nil, fmt.Errorf("gitstore: %s.pack: delta chain longer than %d", loc.p.path, packMaxDeltaDepth)
+		}
+		if ct, cd, ok := db.cache.get(loc.p, off); ok {
+			if t, data = ct, cd; len(chain) == 0 {
+				data = bytes.Clone(cd)
+			}
+			break
+		}
+		e, err := loc.m.entry(off)
+		var body []byte
+		if err == nil {
+			var zr io.ReadCloser
+			if zr, err = packZlibReader(loc.m.data[e.start : len(loc.m.data)-20]); err == nil {
+				body, err = odbInflateRest(zr, e.size, len(loc.m.data)-20-e.start)
+				packZlibPool.Put(zr)
+			}
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, off, err)
+		}
+		switch e.kind {
+		case packOfsDelta:
+			chain = append(chain, link{off, body})
+			off = e.base
+		case packRefDelta:
+			chain = append(chain, link{off, body})
+			if boff, ok, err := loc.m.idx.find(e.baseID); err == nil && ok {
+				off = boff
+			} else if t, data, err = db.read(e.baseID, depth+len(chain), false); err != nil {
+				return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: delta base: %v", loc.p.path, off, err)
+			}
+		default:
+			t, data = ObjectType(e.kind), body
+			if len(chain) > 0 {
+				db.cache.add(loc.p, off, t, data)
+			}
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		var err error
+		if data, err = packApplyDelta(data, chain[i].delta); err != nil {
+			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, chain[i].off, err)
+		}
+		if i > 0 {
+			db.cache.add(loc.p, chain[i].off, t, data)
+		}
+	}
+	return t, data, nil
+}
+
+// packType returns the type of the object at loc by following its delta chain
+// through entry headers only.
+func (db *ObjectDB) packType(loc odbLoc, depth int) (ObjectType, []byte, error) {
+	for off := loc.off; ; depth++ {
+		if depth > packMaxDeltaDepth {
+			return 0, nil, fmt.Errorf("gitstore: %s.pack: delta chain longer than %d", loc.p.path, packMaxDeltaDepth)
+		}
+		if t, _, ok := db.cache.get(loc.p, off); ok {
+			return t, nil, nil
+		}
+		e, err := loc.m.entry(off)
+		if err != nil {
+			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, off, err)
+		}
+		switch e.kind {
+		case packOfsDelta:
+			off = e.base
+		case packRefDelta:
+			if boff, ok, err := loc.m.idx.find(e.baseID); err == nil && ok {
+				off = boff
+			} else {
+				return db.read(e.baseID, depth+1, true)
+			}
+		default:
+			return ObjectType(e.kind), nil, nil
+		}
+	}
+}
+
+// packApplyDelta applies a git delta to base: the source and target sizes as
+// little-endian base-128 numbers, then instructions that either copy a range of
+// base (high bit set; bits 0-3 and 4-6 say which offset and size bytes follow; size
+// 0 means 0x10000) or insert the next 1-127 bytes of the delta. Any disagreement
+// between the sizes, the ranges and the data is an error.
+func packApplyDelta(base, delta []byte) ([]byte, error) {
+	srcSize, delta, ok := packDeltaSize(delta)
+	if !ok || srcSize != uint64(len(base)) {
+		return nil, errors.New("delta source size mismatch")
+	}
+	dstSize, delta, ok := packDeltaSize(delta)
+	// no instruction byte yields more than max(len(base), 127) bytes
+	if !ok || dstSize > uint64(len(delta))*uint64(max(len(base), 0x7f)) {
+		return nil, errors.New("implausible delta target size")
+	}
+	out := make([]byte, 0, dstSize)
+	for len(delta) > 0 {
+		op := delta[0]
+		delta = delta[1:]
+		switch {
+		case op&0x80 != 0:
+			var off, n uint64
+			for bit := 0; bit < 7; bit++ {
+				if op&(1<<bit) == 0 {
+					continue
+				}
+				if len(delta) == 0 {
+					return nil, errors.New("truncated delta copy")
+				}
+				if bit < 4 {
+					off |= uint64(delta[0]) << (8 * bit)
+				} else {
+					n |= uint64(delta[0]) << (8 * (bit - 4))
+				}
+				delta = delta[1:]
+			}
+			if n == 0 {
+				n = 0x10000
+			}
+			if off+n > uint64(len(base)) || n > dstSize-uint64(len(out)) {
+				return nil, errors.New("delta copy out of range")
+			}
+			out = append(out, base[off:off+n]...)
+		case op != 0:
+			if int(op) > len(delta) || uint64(op) > dstSize-uint64(len(out)) {
+				return nil, errors.New("delta insert out of range")
+			}
+			out = append(out, delta[:op]...)
+			delta = delta[op:]
+		default:
+			return nil, errors.New("reserved delta opcode 0")
+		}
+	}
+	if uint64(len(out)) != dstSize {
+		return nil, errors.New("delta target size mismatch")
+	}
+	return out, nil
+}
+
+func packDeltaSize(b []byte) (uint64, []byte, bool) {
+	var n uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		n |= uint64(b[i]&0x7f) << (7 * i)
+		if b[i]&0x80 == 0 {
+			return n, b[i+1:], true
+		}
+	}
+	return 0, nil, false
+}
+
+// packCache is an LRU cache of delta bases, keyed by pack entry. Cached slices
+// are shared and must not be modified.
+type packCache struct {
+	mu    sync.Mutex
+	lru   list.List // of *packCacheEntry, most recently used first
+	items map[packCacheKey]*list.Element
+	bytes int
+}
+
+type packCacheKey struct {
+	p   *packFile
+	off uint64
+}
+
+type packCacheEntry struct {
+	key  packCacheKey
+	t    ObjectType
+	data []byte
+}
+
+func (c *packCache) get(p *packFile, off uint64) (ObjectType, []byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[packCacheKey{p, off}]
+	if !ok {
+		return 0, nil, false
+	}
+	c.lru.MoveToFront(el)
+	e := el.Value.(*packCacheEntry)
+	return e.t, e.data, true
+}
+
+func (c *packCache) add(p *packFile, off uint64, t ObjectType, data []byte) {
+	if len(data) > packCacheBytes/8 {
+		return // would evict too much
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := packCacheKey{p, off}
+	if _, ok := c.items[k]; ok {
+		return
+	}
+	if c.items == nil {
+		c.items = make(map[packCacheKey]*list.Element)
+	}
+	c.items[k] = c.lru.PushFront(&packCacheEntry{k, t, data})
+	c.bytes += len(data)
+	for c.lru.Len() > packCacheEntries || c.bytes > packCacheBytes {
+		e := c.lru.Remove(c.lru.Back()).(*packCacheEntry)
+		delete(c.items, e.key)
+		c.bytes -= len(e.data)
+	}
+}

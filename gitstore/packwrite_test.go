@@ -1,0 +1,231 @@
+package gitstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// odbTreeEntry formats one tree entry.
+func odbTreeEntry(mode, name string, id ObjectID) string {
+	return mode + " " + name + "\x00" + string(id[:])
+}
+
+// odbSampleObjects adds a small history to w: blobs, nested trees, a commit and
+// an annotated tag, and returns them by ID and the commit and tag IDs.
+func odbSampleObjects(w *PackWriter, seed string) (objs map[ObjectID][]byte, types map[ObjectID]ObjectType, commit, tag ObjectID) {
+	objs, types = map[ObjectID][]byte{}, map[ObjectID]ObjectType{}
+	add := func(t ObjectType, data string) ObjectID {
+		id := w.Add(t, []byte(data))
+		objs[id], types[id] = []byte(data), t
+		return id
+	}
+	hello := add(BlobObject, "hello "+seed+"\n")
+	empty := add(BlobObject, "")
+	text := add(BlobObject, strings.Repeat("tally ledger line "+seed+"\n", 40))
+	bin := add(BlobObject, string(odbRandom(5, 64<<10)))
+	sub := add(TreeObject, odbTreeEntry("100644", "bin", bin)+odbTreeEntry("100644", "empty", empty))
+	root := add(TreeObject, odbTreeEntry("100644", "hello.txt", hello)+odbTreeEntry("40000", "sub", sub)+odbTreeEntry("100644", "text.txt", text))
+	commit = add(CommitObject, fmt.Sprintf("tree %s\nauthor A U Thor <a@example.com> 1700000000 +0000\ncommitter A U Thor <a@example.com> 1700000000 +0000\n\nrecord %s\n", root, seed))
+	tag = add(TagObject, fmt.Sprintf("object %s\ntype commit\ntag v-%s\ntagger A U Thor <a@example.com> 1700000000 +0000\n\nrelease\n", commit, seed))
+	return objs, types, commit, tag
+}
+
+func TestPackWriter(t *testing.T) {
+	r := odbNewRepo(t)
+	before := odbOpen(t, r.objects()) // opened before the pack exists
+	w := NewPackWriter()
+	objs, types, commit, tag := odbSampleObjects(w, "one")
+	if w.Len() != len(objs) || len(objs) != 8 {
+		t.Fatalf("Len() = %d, want %d distinct of 8", w.Len(), len(objs))
+	}
+	if id := w.Add(BlobObject, []byte("hello one\n")); w.Len() != len(objs) || objs[id] == nil {
+		t.Fatalf("re-adding an object: Len() = %d, id %s", w.Len(), id)
+	}
+	name, err := w.WriteTo(r.objects())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !packValidName(name) {
+		t.Fatalf("pack name %q", name)
+	}
+	base := filepath.Join(r.objects(), "pack", name)
+	if left, _ := filepath.Glob(filepath.Join(r.objects(), "pack", "tmp_*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+
+	// git agrees on the pack's contents, checksums and index.
+	out := string(r.git(nil, "verify-pack", "-v", base+".idx"))
+	var listed []ObjectID
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && len(f[0]) == 40 {
+			id, _ := ParseObjectID(f[0])
+			listed = append(listed, id)
+			if len(f) != 5 || f[1] != types[id].String() {
+				t.Errorf("verify-pack: %q", line)
+			}
+		}
+	}
+	if len(listed) != len(objs) {
+		t.Errorf("verify-pack lists %d objects, want %d:\n%s", len(listed), len(objs), out)
+	}
+	r.git(nil, "index-pack", "-o", filepath.Join(r.dir, "git.idx"), base+".pack")
+	gitIdx, _ := os.ReadFile(filepath.Join(r.dir, "git.idx"))
+	ourIdx, _ := os.ReadFile(base + ".idx")
+	if !bytes.Equal(gitIdx, ourIdx) {
+		t.Error("git index-pack writes a different index for the pack")
+	}
+	r.git(nil, "update-ref", "refs/heads/x", commit.String())
+	r.git(nil, "update-ref", "refs/tags/v-one", tag.String())
+	r.git(nil, "symbolic-ref", "HEAD", "refs/heads/x")
+	if stdout, stderr, err := r.run(nil, "fsck", "--strict", "--full", "--no-dangling"); err != nil || len(stdout)+len(stderr) != 0 {
+		t.Errorf("git fsck: %v\n%s%s", err, stdout, stderr)
+	}
+	var ids []string
+	for id := range objs {
+		ids = append(ids, id.String())
+	}
+	gitObjs := r.catFile(ids...)
+	for _, o := range gitObjs {
+		if o.typ != types[o.id].String() || !bytes.Equal(o.data, objs[o.id]) {
+			t.Errorf("git cat-file %s: %s, %d bytes; added %s, %d bytes", o.id, o.typ, len(o.data), types[o.id], len(objs[o.id]))
+		}
+	}
+	odbCheckAll(t, odbOpen(t, r.objects()), gitObjs)
+	if err := before.AddPack(name); err != nil {
+		t.Fatal(err)
+	}
+	odbCheckAll(t, before, gitObjs)
+
+	// Writing the same pack again keeps the existing files.
+	fi, _ := os.Stat(base + ".pack")
+	if again, err := w.WriteTo(r.objects()); err != nil || again != name {
+		t.Fatalf("second WriteTo = %q, %v", again, err)
+	}
+	if fi2, _ := os.Stat(base + ".pack"); !os.SameFile(fi, fi2) {
+		t.Error("second WriteTo replaced the pack")
+	}
+
+	if err := RemovePack(r.objects(), name); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(base + ".*"); len(left) != 0 {
+		t.Errorf("RemovePack left %v", left)
+	}
+	if _, _, err := r.run(nil, "cat-file", "-e", commit.String()); err == nil {
+		t.Error("git still finds the commit after RemovePack")
+	}
+	if odbOpen(t, r.objects()).Has(commit) {
+		t.Error("ObjectDB still finds the commit after RemovePack")
+	}
+	if err := RemovePack(r.objects(), name); err != nil {
+		t.Errorf("RemovePack of a missing pack: %v", err)
+	}
+	if err := RemovePack(r.objects(), "../../x"); err == nil {
+		t.Error("RemovePack accepts a path")
+	}
+	if _, err := NewPackWriter().WriteTo(r.objects()); err == nil {
+		t.Error("WriteTo of no objects succeeded")
+	}
+}
+
+// TestRescan checks that an open ObjectDB sees packs written after it listed
+// the pack directory, and survives git repack deleting the packs it listed.
+func TestRescan(t *testing.T) {
+	r := odbNewRepo(t)
+	r.commitFile("one.txt", "one\n")
+	r.git(nil, "repack", "-adq")
+	db := odbOpen(t, r.objects())
+	odbCheckAll(t, db, r.catFile())
+
+	// The new objects exist only in a pack that replaced the one db mapped.
+	r.commitFile("two.txt", "two\n")
+	r.git(nil, "repack", "-adq")
+	if loose := r.git(nil, "count-objects"); !strings.HasPrefix(string(loose), "0 objects") {
+		t.Fatalf("loose objects remain: %s", loose)
+	}
+	odbCheckAll(t, db, r.catFile())
+
+	// The pack db2 listed, but did not open, is deleted before its first lookup.
+	db2 := odbOpen(t, r.objects())
+	r.commitFile("three.txt", "three\n")
+	r.git(nil, "repack", "-adq")
+	odbCheckAll(t, db2, r.catFile())
+
+	// A pack written by this process, not announced with AddPack.
+	w := NewPackWriter()
+	objs, _, _, tag := odbSampleObjects(w, "rescan")
+	if _, err := w.WriteTo(r.objects()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for id := range objs {
+		ids = append(ids, id.String())
+	}
+	odbCheckAll(t, db, r.catFile(ids...))
+	odbCheckAll(t, db2, r.catFile(ids...))
+
+	// Both survive git gc folding everything into one pack.
+	r.git(nil, "update-ref", "refs/tags/x", tag.String())
+	r.git(nil, "gc", "-q", "--prune=now")
+	all := r.catFile()
+	if n := len(all); n < len(objs)+9 {
+		t.Fatalf("only %d objects after gc", n)
+	}
+	odbCheckAll(t, db, all)
+	odbCheckAll(t, db2, all)
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.Read(all[0].id); err == nil {
+		t.Error("Read after Close succeeded")
+	}
+}
+
+// TestPackWriterMany checks dedup and ordering with more objects than fit
+// one fanout bucket, against git verify-pack.
+func TestPackWriterMany(t *testing.T) {
+	r := odbNewRepo(t)
+	w := NewPackWriter()
+	var want []string
+	for i := range 1000 {
+		id := w.Add(BlobObject, []byte(fmt.Sprint(i%700)))
+		if i < 700 {
+			want = append(want, id.String())
+		}
+	}
+	if w.Len() != 700 {
+		t.Fatalf("Len() = %d, want 700", w.Len())
+	}
+	name, err := w.WriteTo(r.objects())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(string(r.git(nil, "verify-pack", "-v", filepath.Join(r.objects(), "pack", name+".idx"))), "\n") {
+		if f := strings.Fields(line); len(f) == 5 && f[1] == "blob" {
+			got = append(got, f[0])
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("verify-pack lists %d objects, want %d", len(got), len(want))
+	}
+	db := odbOpen(t, r.objects())
+	for _, o := range r.catFile(want...) {
+		if _, data, err := db.Read(o.id); err != nil || !bytes.Equal(data, o.data) {
+			t.Fatalf("Read(%s) = %q, %v; git says %q", o.id, data, err, o.data)
+		}
+	}
+	if _, _, err := db.Read(HashObject(BlobObject, []byte("700"))); !errors.Is(err, ErrObjectNotFound) {
+		t.Errorf("Read(absent) error = %v", err)
+	}
+}

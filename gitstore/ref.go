@@ -1,0 +1,329 @@
+package gitstore
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Reference updates follow git's lockfile protocol so that tally, the git CLI,
+// receive-pack and `git pack-refs`/`git gc` exclude each other: the writer creates
+// "<ref>.lock" with O_EXCL, re-reads the current value (loose ref, else
+// packed-refs) while holding it, compares, writes and fsyncs the new value into
+// the lock, renames it over the ref and fsyncs the directory. Nothing here goes
+// through go-git's reference storage, which neither takes "<ref>.lock" nor fsyncs.
+
+// ErrRefChanged is returned by UpdateRef when the ref no longer has the expected value.
+var ErrRefChanged = errors.New("reference changed concurrently")
+
+// ErrRefLocked is returned when another process holds the ref's lockfile for too long.
+var ErrRefLocked = errors.New("reference is locked by another process")
+
+// ErrNoRef is returned when a reference does not exist.
+var ErrNoRef = errors.New("reference does not exist")
+
+// refLockTimeout bounds how long UpdateRef waits for a foreign "<ref>.lock";
+// git's own core.filesRefLockTimeout defaults to 100 ms, we are more patient.
+const refLockTimeout = 2 * time.Second
+
+func (r *Repo) refPath(name string) string {
+	return filepath.Join(r.CommonDir, filepath.FromSlash(name))
+}
+
+// ValidRefName reports whether name is a full ref name tally accepts.
+func ValidRefName(name string) bool {
+	if !strings.HasPrefix(name, "refs/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") {
+		return false
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == "" || part == "." || part == ".." || strings.HasPrefix(part, ".") {
+			return false
+		}
+	}
+	return !strings.ContainsAny(name, " ~^:?*[\\\x7f") && !strings.Contains(name, "..") && !strings.Contains(name, "@{")
+}
+
+// ReadRef returns the value of a full ref name, or ErrNoRef.
+func (r *Repo) ReadRef(name string) (ObjectID, error) {
+	id, err := r.readLooseRef(name, 0)
+	if !errors.Is(err, ErrNoRef) {
+		return id, err
+	}
+	return r.readPackedRef(name)
+}
+
+func (r *Repo) readLooseRef(name string, depth int) (ObjectID, error) {
+	b, err := os.ReadFile(r.refPath(name))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
+			return ObjectID{}, ErrNoRef
+		}
+		return ObjectID{}, err
+	}
+	s := strings.TrimSpace(string(b))
+	if target, ok := strings.CutPrefix(s, "ref: "); ok {
+		if depth > 5 {
+			return ObjectID{}, fmt.Errorf("symbolic ref loop at %s", name)
+		}
+		id, err := r.readLooseRef(target, depth+1)
+		if errors.Is(err, ErrNoRef) {
+			return r.readPackedRef(target)
+		}
+		return id, err
+	}
+	id, err := ParseObjectID(s)
+	if err != nil {
+		return ObjectID{}, fmt.Errorf("ref %s is corrupt (%q): %w", name, s, err)
+	}
+	return id, nil
+}
+
+func (r *Repo) readPackedRef(name string) (ObjectID, error) {
+	f, err := os.Open(filepath.Join(r.CommonDir, "packed-refs"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return ObjectID{}, ErrNoRef
+		}
+		return ObjectID{}, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	suffix := " " + name
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasSuffix(line, suffix) && len(line) == 40+len(suffix) {
+			return ParseObjectID(line[:40])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return ObjectID{}, err
+	}
+	return ObjectID{}, ErrNoRef
+}
+
+// Head returns the commit HEAD of this worktree points at.
+func (r *Repo) Head() (ObjectID, error) {
+	b, err := os.ReadFile(filepath.Join(r.GitDir, "HEAD"))
+	if err != nil {
+		return ObjectID{}, err
+	}
+	s := strings.TrimSpace(string(b))
+	if target, ok := strings.CutPrefix(s, "ref: "); ok {
+		return r.ReadRef(target)
+	}
+	return ParseObjectID(s)
+}
+
+// WriterLock serializes the writers of one ref among tally processes with an
+// flock on a side file, which the kernel releases when a process dies. While
+// holding it, a tally process also records in that file which value it is about
+// to write through "<ref>.lock"; the next holder uses the record to recognize
+// and remove a "<ref>.lock" left by a killed tally process, while a lockfile
+// held by git (whose content cannot match the record) is waited for instead.
+type WriterLock struct {
+	f     *os.File
+	stale string // the record left by a previous holder that did not finish
+}
+
+// AcquireWriterLock takes the writer lock at path, waiting at most timeout.
+func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	pause := 50 * time.Microsecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, ErrRefLocked
+		}
+		time.Sleep(pause/2 + rand.N(pause))
+		pause = min(pause*2, 2*time.Millisecond)
+	}
+	rec, err := io.ReadAll(io.LimitReader(f, 256))
+	if err != nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+		return nil, err
+	}
+	return &WriterLock{f: f, stale: string(rec)}, nil
+}
+
+// Release drops the lock.
+func (w *WriterLock) Release() {
+	syscall.Flock(int(w.f.Fd()), syscall.LOCK_UN)
+	w.f.Close()
+}
+
+func (w *WriterLock) record(s string) error {
+	if err := w.f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := w.f.WriteAt([]byte(s), 0)
+	return err
+}
+
+// UpdateRef moves ref name from old to new (old zero: the ref must not exist).
+// It returns ErrRefChanged if the ref holds another value, ErrRefLocked if a
+// foreign lockfile persists. The caller must hold w. On return, whatever the
+// outcome, no lockfile of this process remains; on success the new value and
+// its directory entry are on disk.
+func (r *Repo) UpdateRef(w *WriterLock, name string, old, new ObjectID) error {
+	_, err := r.UpdateRefWithPack(w, name, old, new, nil)
+	return err
+}
+
+// UpdateRefWithPack is UpdateRef that first makes the objects in pw (which
+// new needs) durable and visible as one pack, and returns the pack's name.
+// The ref is compared before anything is written, so a lost race leaves no
+// pack behind; the pack and the lockfile are synced together, so the whole
+// update costs three filesystem journal commits rather than five.
+func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, pw *PackWriter) (string, error) {
+	path := r.refPath(name)
+	lockPath := path + ".lock"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	content := new.String() + "\n"
+	lock, err := r.createRefLock(w, lockPath, content)
+	if err != nil {
+		w.record("")
+		return "", err
+	}
+	var st *stagedPack
+	renamed := false
+	defer func() {
+		if !renamed {
+			lock.Close()
+			os.Remove(lockPath)
+		}
+		if st != nil {
+			st.abort()
+		}
+		w.record("")
+	}()
+	cur, err := r.ReadRef(name)
+	if errors.Is(err, ErrNoRef) {
+		cur, err = ObjectID{}, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if cur != old {
+		return "", fmt.Errorf("%w: %s is %s, expected %s", ErrRefChanged, name, cur, old)
+	}
+	if _, err := lock.WriteString(content); err != nil {
+		return "", err
+	}
+	packName := ""
+	if pw != nil {
+		if st, err = pw.stage(r.ObjectDir); err != nil {
+			return "", err
+		}
+		packName = st.name
+		errc := make(chan error, 1)
+		go func() { errc <- st.sync() }()
+		err = lock.Sync()
+		if perr := <-errc; err == nil {
+			err = perr
+		}
+		if err == nil {
+			err = st.publish()
+		}
+	} else {
+		err = lock.Sync()
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := lock.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(lockPath, path); err != nil {
+		return "", err
+	}
+	renamed = true
+	return packName, syncDir(filepath.Dir(path))
+}
+
+// createRefLock creates "<ref>.lock" exclusively, first recording the content
+// it will hold so that a successor can tell a lock orphaned by this process
+// from one held by git.
+func (r *Repo) createRefLock(w *WriterLock, lockPath, content string) (*os.File, error) {
+	deadline := time.Now().Add(refLockTimeout)
+	pause := 100 * time.Microsecond
+	for {
+		if err := w.record(content); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		if w.stale != "" && orphanedLock(lockPath, w.stale) {
+			if err := os.Remove(lockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+			w.stale = ""
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: %s (remove it if no git process is running)", ErrRefLocked, lockPath)
+		}
+		time.Sleep(pause)
+		pause = min(pause*2, 20*time.Millisecond)
+	}
+}
+
+// orphanedLock reports whether the lockfile was left by a dead tally writer
+// whose record is stale. Only a tally process holding the writer lock writes a
+// lock whose content is a prefix of its record, and that process is gone. An
+// empty lock could also be one git has just created, so it counts as orphaned
+// only once it is older than any live git process keeps a lock empty.
+func orphanedLock(lockPath, stale string) bool {
+	fi, err := os.Stat(lockPath)
+	if err != nil {
+		return false
+	}
+	if fi.Size() == 0 {
+		return time.Since(fi.ModTime()) > time.Second
+	}
+	b, err := os.ReadFile(lockPath)
+	return err == nil && len(b) > 0 && strings.HasPrefix(stale, string(b))
+}
+
+// syncDir fsyncs a directory so renames and creations in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}

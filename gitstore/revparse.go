@@ -1,0 +1,70 @@
+package gitstore
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// ResolveCommit resolves a revision to a commit id. Full ids, HEAD and
+// branch, tag and full ref names are resolved directly; anything else
+// (abbreviations, HEAD~2, ...) is handed to `git rev-parse`.
+func (r *Repo) ResolveCommit(rev string) (ObjectID, error) {
+	db, err := r.Objects()
+	if err != nil {
+		return ObjectID{}, err
+	}
+	var id ObjectID
+	switch {
+	case len(rev) == 40:
+		id, err = ParseObjectID(rev)
+	case rev == "HEAD":
+		id, err = r.Head()
+	default:
+		err = ErrNoRef
+		for _, name := range []string{rev, "refs/heads/" + rev, "refs/tags/" + rev, "refs/remotes/" + rev} {
+			if strings.HasPrefix(name, "refs/") && ValidRefName(name) {
+				if id, err = r.ReadRef(name); !errors.Is(err, ErrNoRef) {
+					break
+				}
+			}
+		}
+	}
+	if err != nil {
+		if id, err = r.revParse(rev); err != nil {
+			return ObjectID{}, err
+		}
+	}
+	// Peel annotated tags.
+	for range 10 {
+		typ, data, err := db.Read(id)
+		if err != nil {
+			return ObjectID{}, fmt.Errorf("%s: %w", rev, err)
+		}
+		switch typ {
+		case CommitObject:
+			return id, nil
+		case TagObject:
+			obj, _, _ := strings.Cut(string(data), "\n")
+			if id, err = ParseObjectID(strings.TrimPrefix(obj, "object ")); err != nil {
+				return ObjectID{}, fmt.Errorf("%s: malformed tag", rev)
+			}
+		default:
+			return ObjectID{}, fmt.Errorf("%s is a %s, not a commit", rev, typ)
+		}
+	}
+	return ObjectID{}, fmt.Errorf("%s: tag chain too long", rev)
+}
+
+func (r *Repo) revParse(rev string) (ObjectID, error) {
+	dir := r.WorkTree
+	if dir == "" {
+		dir = r.GitDir
+	}
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}").Output()
+	if err != nil {
+		return ObjectID{}, fmt.Errorf("unknown revision %q", rev)
+	}
+	return ParseObjectID(strings.TrimSpace(string(out)))
+}

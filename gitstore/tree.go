@@ -1,0 +1,413 @@
+package gitstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Git file modes tally writes.
+const (
+	modeTree = 0o40000
+	modeBlob = 0o100644
+)
+
+// Tree is a mutable overlay over a git tree: reads fall through to the object
+// database lazily, writes stay in memory until Hash. Only the directories on the
+// paths that were read or changed are ever loaded, so the cost of an update is
+// proportional to the depth and width of the touched paths, never to the size
+// of the whole tree. A Tree is not safe for concurrent use.
+type Tree struct {
+	db   *ObjectDB
+	root *treeNode
+}
+
+type treeNode struct {
+	id      ObjectID // the stored tree this node equals when !dirty
+	loaded  bool
+	dirty   bool
+	entries []treeEntry // sorted in git tree order
+}
+
+type treeEntry struct {
+	name string
+	mode uint32
+	id   ObjectID
+	sub  *treeNode // subtree, once loaded or created
+	data []byte    // blob content set in this overlay
+}
+
+// sortKey is git's tree order: directories compare as if their name ended in '/'.
+func (e *treeEntry) sortKey() string {
+	if e.mode == modeTree {
+		return e.name + "/"
+	}
+	return e.name
+}
+
+// NewTree returns an overlay over the stored tree id; a zero id is the empty tree.
+func NewTree(db *ObjectDB, id ObjectID) *Tree {
+	n := &treeNode{id: id, loaded: id.IsZero()}
+	return &Tree{db: db, root: n}
+}
+
+func (t *Tree) load(n *treeNode) error {
+	if n.loaded {
+		return nil
+	}
+	if t.db == nil {
+		return fmt.Errorf("tree %s: no object database", n.id)
+	}
+	typ, data, err := t.db.Read(n.id)
+	if err != nil {
+		return err
+	}
+	if typ != TreeObject {
+		return fmt.Errorf("object %s is a %s, not a tree", n.id, typ)
+	}
+	entries, err := ParseTree(data)
+	if err != nil {
+		return fmt.Errorf("tree %s: %w", n.id, err)
+	}
+	n.entries = make([]treeEntry, len(entries))
+	for i, e := range entries {
+		n.entries[i] = treeEntry{name: e.Name, mode: e.Mode, id: e.ID}
+	}
+	n.loaded = true
+	return nil
+}
+
+// find returns the index of name in n (as a file or directory), or -1.
+func (n *treeNode) find(name string) int {
+	for _, key := range [2]string{name, name + "/"} {
+		i := sort.Search(len(n.entries), func(i int) bool { return n.entries[i].sortKey() >= key })
+		if i < len(n.entries) && n.entries[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *Tree) subtree(e *treeEntry) (*treeNode, error) {
+	if e.mode != modeTree {
+		return nil, fmt.Errorf("%s is not a directory", e.name)
+	}
+	if e.sub == nil {
+		e.sub = &treeNode{id: e.id}
+	}
+	return e.sub, t.load(e.sub)
+}
+
+// dir walks to the directory holding the last element of path. With create,
+// missing directories are made and every node on the way is marked dirty.
+func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
+	parts := strings.Split(path, "/")
+	n := t.root
+	if err := t.load(n); err != nil {
+		return nil, "", err
+	}
+	if create {
+		n.dirty = true
+	}
+	for _, name := range parts[:len(parts)-1] {
+		i := n.find(name)
+		if i < 0 {
+			if !create {
+				return nil, "", nil
+			}
+			n.insert(treeEntry{name: name, mode: modeTree, sub: &treeNode{loaded: true}})
+			i = n.find(name)
+		}
+		sub, err := t.subtree(&n.entries[i])
+		if err != nil {
+			return nil, "", err
+		}
+		if create {
+			sub.dirty = true
+		}
+		n = sub
+	}
+	return n, parts[len(parts)-1], nil
+}
+
+func (n *treeNode) insert(e treeEntry) {
+	key := e.sortKey()
+	i := sort.Search(len(n.entries), func(i int) bool { return n.entries[i].sortKey() >= key })
+	n.entries = append(n.entries, treeEntry{})
+	copy(n.entries[i+1:], n.entries[i:])
+	n.entries[i] = e
+}
+
+func validPath(path string) error {
+	if path == "" || strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
+		return fmt.Errorf("bad tree path %q", path)
+	}
+	return nil
+}
+
+// Get returns the blob at path; ok is false if there is none.
+func (t *Tree) Get(path string) (data []byte, ok bool, err error) {
+	if err := validPath(path); err != nil {
+		return nil, false, err
+	}
+	n, name, err := t.dir(path, false)
+	if err != nil || n == nil {
+		return nil, false, err
+	}
+	i := n.find(name)
+	if i < 0 || n.entries[i].mode == modeTree {
+		return nil, false, nil
+	}
+	e := &n.entries[i]
+	if e.data != nil {
+		return e.data, true, nil
+	}
+	typ, data, err := t.db.Read(e.id)
+	if err != nil {
+		return nil, false, err
+	}
+	if typ != BlobObject {
+		return nil, false, fmt.Errorf("%s: object %s is a %s, not a blob", path, e.id, typ)
+	}
+	return data, true, nil
+}
+
+// List returns the names in directory dir ("" for the root); directories carry
+// a trailing '/'. A missing directory lists as empty.
+func (t *Tree) List(dir string) ([]string, error) {
+	n := t.root
+	if err := t.load(n); err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		// dir walks to the parent of its last element, so walk to a child of dir.
+		d, _, err := t.dir(dir+"/_", false)
+		if err != nil || d == nil {
+			return nil, err
+		}
+		n = d
+	}
+	names := make([]string, len(n.entries))
+	for i := range n.entries {
+		names[i] = n.entries[i].sortKey()
+	}
+	return names, nil
+}
+
+// Set stores data as the blob at path, creating directories as needed.
+func (t *Tree) Set(path string, data []byte) error {
+	if err := validPath(path); err != nil {
+		return err
+	}
+	n, name, err := t.dir(path, true)
+	if err != nil {
+		return err
+	}
+	e := treeEntry{name: name, mode: modeBlob, id: HashObject(BlobObject, data), data: data}
+	if i := n.find(name); i >= 0 {
+		if n.entries[i].mode == modeTree {
+			return fmt.Errorf("%s is a directory", path)
+		}
+		n.entries[i] = e
+		return nil
+	}
+	n.insert(e)
+	return nil
+}
+
+// Delete removes the blob at path, and directories it leaves empty.
+func (t *Tree) Delete(path string) error {
+	if err := validPath(path); err != nil {
+		return err
+	}
+	parts := strings.Split(path, "/")
+	var walk func(n *treeNode, i int) (bool, error)
+	walk = func(n *treeNode, i int) (bool, error) {
+		j := n.find(parts[i])
+		if j < 0 {
+			return false, nil
+		}
+		if i < len(parts)-1 {
+			sub, err := t.subtree(&n.entries[j])
+			if err != nil {
+				return false, err
+			}
+			removed, err := walk(sub, i+1)
+			if err != nil || !removed {
+				return removed, err
+			}
+			n.dirty = true
+			if len(sub.entries) > 0 {
+				return true, nil
+			}
+		} else if n.entries[j].mode == modeTree {
+			return false, fmt.Errorf("%s is a directory", path)
+		}
+		n.entries = append(n.entries[:j], n.entries[j+1:]...)
+		n.dirty = true
+		return true, nil
+	}
+	if err := t.load(t.root); err != nil {
+		return err
+	}
+	_, err := walk(t.root, 0)
+	return err
+}
+
+// Hash computes the id of the tree as modified. With pw non-nil, every new tree
+// and blob is added to it. Afterwards the overlay is clean: its nodes equal the
+// objects just computed.
+func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
+	var buf bytes.Buffer
+	var hash func(n *treeNode) ObjectID
+	hash = func(n *treeNode) ObjectID {
+		if !n.dirty {
+			return n.id
+		}
+		for i := range n.entries {
+			e := &n.entries[i]
+			if e.sub != nil {
+				e.id = hash(e.sub)
+			} else if e.data != nil && pw != nil {
+				pw.Add(BlobObject, e.data)
+			}
+		}
+		buf.Reset()
+		for _, e := range n.entries {
+			buf.WriteString(strconv.FormatUint(uint64(e.mode), 8))
+			buf.WriteByte(' ')
+			buf.WriteString(e.name)
+			buf.WriteByte(0)
+			buf.Write(e.id[:])
+		}
+		if pw != nil {
+			n.id = pw.Add(TreeObject, buf.Bytes())
+		} else {
+			n.id = HashObject(TreeObject, buf.Bytes())
+		}
+		n.dirty = false
+		return n.id
+	}
+	return hash(t.root), nil
+}
+
+// TreeEntry is one parsed entry of a stored tree.
+type TreeEntry struct {
+	Name string
+	Mode uint32
+	ID   ObjectID
+}
+
+// IsDir reports whether the entry is a subtree.
+func (e TreeEntry) IsDir() bool { return e.Mode == modeTree }
+
+// ParseTree parses a tree object's content.
+func ParseTree(data []byte) ([]TreeEntry, error) {
+	var out []TreeEntry
+	for len(data) > 0 {
+		sp := bytes.IndexByte(data, ' ')
+		if sp <= 0 {
+			return nil, errors.New("malformed tree entry mode")
+		}
+		mode, err := strconv.ParseUint(string(data[:sp]), 8, 32)
+		if err != nil {
+			return nil, fmt.Errorf("malformed tree entry mode %q", data[:sp])
+		}
+		data = data[sp+1:]
+		nul := bytes.IndexByte(data, 0)
+		if nul <= 0 || len(data) < nul+1+20 {
+			return nil, errors.New("malformed tree entry name")
+		}
+		e := TreeEntry{Name: string(data[:nul]), Mode: uint32(mode)}
+		copy(e.ID[:], data[nul+1:nul+21])
+		out = append(out, e)
+		data = data[nul+21:]
+	}
+	return out, nil
+}
+
+// DiffTrees returns the paths of blobs that differ between trees a and b
+// (added, removed or changed), sorted. Equal subtrees are skipped by id, so the
+// cost is proportional to what changed.
+func DiffTrees(db *ObjectDB, a, b ObjectID) ([]string, error) {
+	var out []string
+	read := func(id ObjectID) ([]TreeEntry, error) {
+		if id.IsZero() {
+			return nil, nil
+		}
+		typ, data, err := db.Read(id)
+		if err != nil {
+			return nil, err
+		}
+		if typ != TreeObject {
+			return nil, fmt.Errorf("object %s is a %s, not a tree", id, typ)
+		}
+		return ParseTree(data)
+	}
+	var walk func(prefix string, a, b ObjectID) error
+	walk = func(prefix string, a, b ObjectID) error {
+		if a == b {
+			return nil
+		}
+		ea, err := read(a)
+		if err != nil {
+			return err
+		}
+		eb, err := read(b)
+		if err != nil {
+			return err
+		}
+		type pair struct{ a, b *TreeEntry }
+		byName := map[string]*pair{}
+		var names []string
+		for i := range ea {
+			byName[ea[i].Name] = &pair{a: &ea[i]}
+			names = append(names, ea[i].Name)
+		}
+		for i := range eb {
+			if p, ok := byName[eb[i].Name]; ok {
+				p.b = &eb[i]
+			} else {
+				byName[eb[i].Name] = &pair{b: &eb[i]}
+				names = append(names, eb[i].Name)
+			}
+		}
+		for _, name := range names {
+			p := byName[name]
+			path := prefix + name
+			var ta, tb, fa, fb ObjectID
+			if p.a != nil {
+				if p.a.IsDir() {
+					ta = p.a.ID
+				} else {
+					fa = p.a.ID
+				}
+			}
+			if p.b != nil {
+				if p.b.IsDir() {
+					tb = p.b.ID
+				} else {
+					fb = p.b.ID
+				}
+			}
+			if fa != fb || (p.a != nil && p.b != nil && !p.a.IsDir() && !p.b.IsDir() && p.a.Mode != p.b.Mode) {
+				out = append(out, path)
+			}
+			if err := walk(path+"/", ta, tb); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk("", a, b); err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// DB returns the object database the overlay reads from.
+func (t *Tree) DB() *ObjectDB { return t.db }
