@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) logCmd() *cobra.Command {
+	var n int
+	cmd := &cobra.Command{
+		Use:   "log",
+		Short: "list ledger entries, newest first",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := a.open()
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			entries, err := l.Log(n)
+			if err != nil {
+				return err
+			}
+			return a.emit(map[string]any{"entries": entries}, func(w io.Writer) {
+				for _, e := range entries {
+					fmt.Fprintf(w, "%6d  %s  %-20s %-8s %s\n", e.Seq, e.TS, e.Actor, e.Kind, e.Summary)
+				}
+			})
+		},
+	}
+	cmd.Flags().IntVarP(&n, "max-count", "n", 0, "show at most `N` entries (0: all)")
+	return cmd
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/lease"
+)
+
+func (a *app) planCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "plan FILE",
+		Short: "add a wave of cells from a JSON or YAML file (- for stdin)",
+		Long: `plan adds one wave:
+
+  {"wave":"w1","cells":[{"id":"a","title":"...","deps":["b"],"paths":["src/a/**"],"role":"dev"}]}
+
+A dep names a cell of the same wave, or "wave/cell" for a cell of an earlier
+wave. Refused, with nothing written: WAVE-EXISTS, DEP-MISSING, DEP-CYCLE
+(naming the cycle), USAGE for bad ids or shape.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			body, err := readPlan(argv[0])
+			if err != nil {
+				return err
+			}
+			return a.appendSimple("plan", body, map[string]any{"wave": body.Wave, "cells": len(body.Cells)})
+		},
+	}
+}
+
+// readPlan parses a plan file strictly: unknown fields are refused.
+func readPlan(path string) (*lease.PlanBody, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, errs.New("USAGE", "read plan: %v", err)
+	}
+	js, err := yaml.YAMLToJSON(data) // JSON is YAML, so this reads both
+	if err != nil {
+		return nil, errs.New("USAGE", "plan %s: %v", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	var body lease.PlanBody
+	if err := dec.Decode(&body); err != nil {
+		return nil, errs.New("USAGE", "plan %s: %v", path, err)
+	}
+	if err := lease.NormalizePlan(&body); err != nil {
+		return nil, err
+	}
+	return &body, nil
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally/lease"
+)
+
+func (a *app) releaseCmd() *cobra.Command {
+	var epoch int64
+	cmd := &cobra.Command{
+		Use:   "release WAVE/CELL --epoch N",
+		Short: "give a cell back: pending again, epoch kept",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			w, c, err := cellArg(argv[0])
+			if err != nil {
+				return err
+			}
+			if err := requireFlag(cmd, "epoch"); err != nil {
+				return err
+			}
+			return a.appendSimple("release", lease.EpochBody{CellRef: lease.CellRef{Wave: w, Cell: c}, Epoch: epoch}, nil)
+		},
+	}
+	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease")
+	return cmd
+}
+
+// requireFlag refuses a command whose required flag was not given.
+func requireFlag(cmd *cobra.Command, name string) error {
+	if !cmd.Flags().Changed(name) {
+		return usageErr("--%s is required", name)
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally/lease"
+)
+
+func (a *app) requeueCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "requeue WAVE/CELL",
+		Short: "put a failed cell back to pending",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			w, c, err := cellArg(argv[0])
+			if err != nil {
+				return err
+			}
+			return a.appendSimple("requeue", lease.CellRef{Wave: w, Cell: c}, nil)
+		},
+	}
+}

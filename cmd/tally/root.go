@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// app carries the global flags and the output streams of one invocation.
+type app struct {
+	dir       string
+	jsonOut   bool
+	actorFlag string
+	namespace string
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+// run executes tally with args and returns the exit code (the error's class).
+func run(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ex exitCode
+	if errors.As(err, &ex) {
+		return int(ex)
+	}
+	return a.fail(err)
+}
+
+// exitCode lets a command (tally run) exit with a code that is not an error class.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "tally",
+		Short:         "git-native lease ledger and receipts for agents sharing a repository",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVarP(&a.dir, "repo", "C", ".", "run as if started in `PATH`")
+	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print exactly one JSON object on stdout")
+	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting (else $TALLY_ACTOR, else git user.email)")
+	root.PersistentFlags().StringVar(&a.namespace, "namespace", "", "ref namespace of the ledger (default refs/tally, or $TALLY_NAMESPACE)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.New("USAGE", "%v", err) })
+	for _, c := range []*cobra.Command{
+		a.initCmd(), a.noteCmd(), a.logCmd(), a.verifyCmd(),
+		a.planCmd(), a.claimCmd(), a.renewCmd(), a.releaseCmd(), a.failCmd(), a.requeueCmd(), a.doneCmd(),
+		a.statusCmd(), a.showCmd(), a.nextCmd(), a.runCmd(), a.demoCmd(), a.gcCmd(),
+	} {
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// args wraps cobra's positional-argument checks so their errors are USAGE.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return errs.New("USAGE", "%v", err)
+		}
+		return nil
+	}
+}
+
+func (a *app) open() (*ledger.Ledger, error) {
+	return ledger.Open(a.dir, ledger.Options{Namespace: a.namespace})
+}
+
+// actor resolves who is acting: --actor, $TALLY_ACTOR, then git's user.email.
+func (a *app) actor() (string, error) {
+	if a.actorFlag != "" {
+		return a.actorFlag, nil
+	}
+	if s := os.Getenv("TALLY_ACTOR"); s != "" {
+		return s, nil
+	}
+	out, err := exec.Command("git", "-C", a.dir, "config", "user.email").Output()
+	if s := strings.TrimSpace(string(out)); err == nil && s != "" {
+		return s, nil
+	}
+	return "", errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
+}
+
+// emit prints a successful result: with --json exactly one object with
+// "ok":true merged into the result's fields, else the text rendering.
+func (a *app) emit(result any, text func(w io.Writer)) error {
+	if !a.jsonOut {
+		if text != nil {
+			text(a.stdout)
+		}
+		return nil
+	}
+	obj := map[string]any{}
+	if result != nil {
+		b, err := json.Marshal(result)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return err
+		}
+	}
+	obj["ok"] = true
+	return writeJSON(a.stdout, obj)
+}
+
+// fail reports err and returns its exit class.
+func (a *app) fail(err error) int {
+	e := errs.From(err)
+	if a.jsonOut {
+		body := map[string]any{}
+		for k, v := range e.Details {
+			body[k] = v
+		}
+		body["code"], body["message"], body["retryable"] = e.Code, e.Message, e.Retryable()
+		writeJSON(a.stdout, map[string]any{"ok": false, "error": body})
+	} else {
+		fmt.Fprintf(a.stderr, "tally: %s: %s\n", e.Code, e.Message)
+		keys := make([]string, 0, len(e.Details))
+		for k := range e.Details {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(a.stderr, "  %s: %v\n", k, e.Details[k])
+		}
+	}
+	return int(e.Class())
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// cellArg parses "WAVE/CELL".
+func cellArg(s string) (string, string, error) {
+	w, c, ok := strings.Cut(s, "/")
+	if !ok || w == "" || c == "" {
+		return "", "", errs.New("USAGE", "expected WAVE/CELL, got %q", s)
+	}
+	return w, c, nil
+}
+
+func usageErr(format string, args ...any) error { return errs.New("USAGE", format, args...) }

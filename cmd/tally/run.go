@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/receipt"
+)
+
+func (a *app) runCmd() *cobra.Command {
+	var epoch int64
+	cmd := &cobra.Command{
+		Use:   "run WAVE/CELL [--epoch N] -- CMD [ARGS...]",
+		Short: "run a command and record its evidence for your live lease",
+		Long: `run executes CMD with its output streaming through, and records evidence for
+your live lease on the cell: argv, exit code, start time, duration, and the
+size, BLAKE3 and SHA-256 of stdout and stderr. The evidence waits in the
+clone's local tally directory until tally done puts it in a receipt. tally
+exits with the command's exit code.`,
+		Args: args(cobra.MinimumNArgs(2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			w, c, err := cellArg(argv[0])
+			if err != nil {
+				return err
+			}
+			if cmd.ArgsLenAtDash() != 1 {
+				return usageErr("put the command after --: tally run W/C -- CMD ARGS...")
+			}
+			actor, err := a.actor()
+			if err != nil {
+				return err
+			}
+			l, err := a.open()
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			s, err := l.Head()
+			if err != nil {
+				return err
+			}
+			cell, err := lease.ReadCell(s, w, c)
+			if err != nil {
+				return err
+			}
+			ls := cell.Lease
+			switch {
+			case ls == nil:
+				return errs.New("LEASE-MISSING", "%s/%s has no lease; claim it first", w, c)
+			case ls.Actor != actor:
+				return errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", w, c, ls.Actor, actor).With("holder", ls.Actor)
+			case cmd.Flags().Changed("epoch") && ls.Epoch != epoch:
+				return errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", w, c, ls.Epoch, epoch).With("epoch", ls.Epoch)
+			}
+			if exp, err := chain.ParseTime(ls.ExpiresAt); err == nil && l.Now().After(exp) {
+				return errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", w, c, ls.ExpiresAt)
+			}
+			out, errOut := receipt.NewStreamDigest(), receipt.NewStreamDigest()
+			child := exec.Command(argv[1], argv[2:]...)
+			child.Stdin = os.Stdin
+			stdout, stderr := a.stdout, a.stderr
+			if a.jsonOut {
+				stdout = io.Discard // stdout carries exactly one JSON object
+			}
+			child.Stdout, child.Stderr = io.MultiWriter(stdout, out), io.MultiWriter(stderr, errOut)
+			start := l.Now()
+			t0 := time.Now()
+			code := 0
+			if err := child.Run(); err != nil {
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					return errs.New("USAGE", "run %s: %v", argv[1], err)
+				}
+				code = ee.ExitCode()
+			}
+			ev := lease.Evidence{Argv: argv[1:], ExitCode: code, StartedAt: chain.FormatTime(start),
+				DurationMS: time.Since(t0).Milliseconds(), Stdout: out.Digest(), Stderr: errOut.Digest(), Epoch: ls.Epoch}
+			if err := receipt.SaveEvidence(l.LocalDir, w, c, ev); err != nil {
+				return err
+			}
+			if err := a.emit(map[string]any{"evidence": ev}, func(io.Writer) {
+				// The command owns stdout; tally's own report goes to stderr.
+				fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit %d in %d ms\n", w, c, ls.Epoch, code, ev.DurationMS)
+			}); err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease (checked if given)")
+	return cmd
+}

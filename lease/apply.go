@@ -1,0 +1,484 @@
+// Package lease holds tally's rules: one pure, deterministic state machine,
+//
+//	Apply(state, entry) -> (changes, error)
+//
+// called by the writer before it appends, by verify when it replays the chain,
+// and by the hooks when they check pushed entries. Nothing else decides whether
+// an entry is legal. Time is the entry's timestamp, never the wall clock; facts
+// that need I/O (is a process alive, does a commit exist) are gathered by the
+// writer and recorded in the entry as evidence, which the rules then check for
+// consistency with the state.
+//
+// The state is a key-value view of the ledger commit's tree (see docs/FORMAT.md
+// for the layout); Apply reads only the keys it needs, so its cost does not grow
+// with the number of waves or cells.
+package lease
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+)
+
+// Limits of the lease rules.
+const (
+	TTLMin          = 30
+	TTLMax          = 86400
+	TTLDefault      = 1800
+	maxHoldFloor    = 30 * time.Minute
+	maxCellsPerWave = 100000
+	maxTextLen      = 4096
+)
+
+// Result is the outcome of applying one entry.
+type Result struct {
+	// Changes maps state keys to their new canonical JSON; nil deletes the key.
+	Changes map[string][]byte
+	// Summary is a one-line human description (the ledger commit's subject).
+	Summary string
+	// Effect is the kind-specific outcome (for example the granted *Lease).
+	Effect any
+}
+
+// Keys returns the changed keys in sorted order, so callers apply them
+// deterministically.
+func (r *Result) Keys() []string {
+	keys := make([]string, 0, len(r.Changes))
+	for k := range r.Changes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Apply checks entry e against the state before it and returns the changes it
+// makes. A refused entry returns an *errs.Error carrying the rule's code and
+// changes nothing. Chain-level checks (seq, prev, ts order) belong to
+// chain.Meta.Check and must pass first.
+func Apply(state chain.KV, e *chain.Entry) (*Result, error) {
+	now, err := chain.ParseTime(e.TS)
+	if err != nil {
+		return nil, errs.New("USAGE", "%v", err)
+	}
+	t := newTxn(state)
+	r := &rule{t: t, e: e, now: now}
+	var summary string
+	var effect any
+	switch e.Kind {
+	case chain.KindGenesis:
+		summary = "genesis"
+	case "note":
+		summary, err = r.note()
+	case "plan":
+		summary, err = r.plan()
+	case "claim":
+		summary, effect, err = r.claim()
+	case "renew":
+		summary, effect, err = r.renew()
+	case "release":
+		summary, err = r.release()
+	case "fail":
+		summary, err = r.fail()
+	case "requeue":
+		summary, err = r.requeue()
+	case "done":
+		summary, effect, err = r.done()
+	default:
+		err = errs.New("USAGE", "unknown entry kind %q", e.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Changes: t.writes, Summary: summary, Effect: effect}, nil
+}
+
+type rule struct {
+	t   *txn
+	e   *chain.Entry
+	now time.Time
+}
+
+// body decodes the entry body strictly: unknown fields are a malformed entry.
+func (r *rule) body(v any) error {
+	dec := json.NewDecoder(bytes.NewReader(r.e.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errs.New("USAGE", "%s body: %v", r.e.Kind, err)
+	}
+	return nil
+}
+
+func (r *rule) ts(d time.Duration) string { return chain.FormatTime(r.now.Add(d)) }
+
+// after reports whether the entry time is strictly after the stored instant.
+func (r *rule) after(stamp string) (bool, error) {
+	t, err := chain.ParseTime(stamp)
+	if err != nil {
+		return false, errs.Wrap("CORRUPT", err, "stored timestamp")
+	}
+	return r.now.After(t), nil
+}
+
+// NoteBody is the body of a "note" entry: free text for annotations and audits.
+type NoteBody struct {
+	Text string `json:"text"`
+}
+
+func (r *rule) note() (string, error) {
+	var b NoteBody
+	if err := r.body(&b); err != nil {
+		return "", err
+	}
+	if b.Text == "" || len(b.Text) > maxTextLen {
+		return "", errs.New("USAGE", "note text must be 1..%d bytes", maxTextLen)
+	}
+	return "note: " + firstLine(b.Text, 60), nil
+}
+
+func firstLine(s string, max int) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			s = s[:i] + " …"
+			break
+		}
+	}
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// CellRef names a cell.
+type CellRef struct {
+	Wave string `json:"wave"`
+	Cell string `json:"cell"`
+}
+
+func (c CellRef) String() string { return c.Wave + "/" + c.Cell }
+
+func checkIDs(w, c string) error {
+	if !SafeID(w) {
+		return errs.New("USAGE", "wave id %q is not a SafeId", w)
+	}
+	if !SafeID(c) {
+		return errs.New("USAGE", "cell id %q is not a SafeId", c)
+	}
+	return nil
+}
+
+func checkTTL(ttl int) error {
+	if ttl < TTLMin || ttl > TTLMax {
+		return errs.New("USAGE", "ttl must be %d..%d seconds, got %d", TTLMin, TTLMax, ttl)
+	}
+	return nil
+}
+
+// Claim modes.
+const (
+	ModeClaim       = "claim"
+	ModeSteal       = "steal"
+	ModeReclaimDead = "reclaim-dead"
+)
+
+// ClaimBody is the body of a "claim" entry. PID and Host identify the holder
+// for dead-holder takeover. Dead is the writer's evidence for a reclaim-dead
+// claim: the holder it found not running on this host.
+type ClaimBody struct {
+	CellRef
+	TTL  int       `json:"ttl"`
+	PID  int       `json:"pid"`
+	Host string    `json:"host"`
+	Base string    `json:"base,omitempty"`
+	Mode string    `json:"mode"`
+	Next bool      `json:"next,omitempty"` // chosen by claim --next (informational)
+	Dead *DeadPeer `json:"dead,omitempty"`
+}
+
+// DeadPeer is the evidence that a lease holder's process is gone.
+type DeadPeer struct {
+	Actor string `json:"actor"`
+	Epoch int64  `json:"epoch"`
+	Host  string `json:"host"`
+	PID   int    `json:"pid"`
+	Alive bool   `json:"alive"`
+}
+
+// Granted is the effect of a successful claim.
+type Granted struct {
+	Lease    *Lease `json:"lease"`
+	Takeover string `json:"takeover,omitempty"` // "expired", "steal" or "dead-holder"
+	Prior    *Lease `json:"prior,omitempty"`
+}
+
+func (r *rule) claim() (string, any, error) {
+	var b ClaimBody
+	if err := r.body(&b); err != nil {
+		return "", nil, err
+	}
+	if err := checkIDs(b.Wave, b.Cell); err != nil {
+		return "", nil, err
+	}
+	if err := checkTTL(b.TTL); err != nil {
+		return "", nil, err
+	}
+	if b.PID <= 0 || b.Host == "" {
+		return "", nil, errs.New("USAGE", "claim must record the holder's pid and host")
+	}
+	switch b.Mode {
+	case ModeClaim, ModeSteal, ModeReclaimDead:
+	default:
+		return "", nil, errs.New("USAGE", "unknown claim mode %q", b.Mode)
+	}
+	if _, err := r.t.wave(b.Wave); err != nil {
+		return "", nil, err
+	}
+	c, err := r.t.cell(b.Wave, b.Cell)
+	if err != nil {
+		return "", nil, err
+	}
+	g := &Granted{}
+	switch c.State {
+	case Done, Failed:
+		return "", nil, errs.New("CELL-STATE", "cell %s/%s is %s; cannot claim", b.Wave, b.Cell, c.State).With("state", c.State)
+	case Pending:
+		blocked, err := r.t.unfinishedDeps(c)
+		if err != nil {
+			return "", nil, err
+		}
+		if len(blocked) > 0 {
+			return "", nil, errs.New("CELL-STATE", "cell %s/%s blocked by unfinished deps: %s", b.Wave, b.Cell, join(blocked)).
+				With("state", c.State).With("blocked_by", blocked)
+		}
+	case Claimed:
+		l := c.Lease
+		if l == nil {
+			return "", nil, errs.New("CORRUPT", "cell %s/%s is claimed without a lease", b.Wave, b.Cell)
+		}
+		expired, err := r.after(l.ExpiresAt)
+		if err != nil {
+			return "", nil, err
+		}
+		pastMaxHold, err := r.after(l.MaxHoldUntil)
+		if err != nil {
+			return "", nil, err
+		}
+		switch {
+		case expired:
+			g.Takeover = "expired"
+		case b.Mode == ModeSteal && pastMaxHold:
+			g.Takeover = "steal"
+		case b.Mode == ModeSteal:
+			return "", nil, errs.New("STEAL-DENIED", "cell %s/%s held by %s until max-hold %s; steal window not open",
+				b.Wave, b.Cell, l.Actor, l.MaxHoldUntil).With("holder", l.Actor).With("epoch", l.Epoch).
+				With("max_hold_until", l.MaxHoldUntil)
+		case b.Mode == ModeReclaimDead && deadHolder(b, l):
+			g.Takeover = "dead-holder"
+		default:
+			return "", nil, errs.New("LEASE-HELD", "cell %s/%s leased to %s (epoch %d) until %s",
+				b.Wave, b.Cell, l.Actor, l.Epoch, l.ExpiresAt).With("holder", l.Actor).With("epoch", l.Epoch).
+				With("expires_at", l.ExpiresAt)
+		}
+		g.Prior = l
+	}
+	ttl := time.Duration(b.TTL) * time.Second
+	c.Epoch++
+	c.Lease = &Lease{
+		Actor: r.e.Actor, PID: b.PID, Host: b.Host, Epoch: c.Epoch,
+		AcquiredAt: r.ts(0), HeartbeatAt: r.ts(0), ExpiresAt: r.ts(ttl),
+		MaxHoldUntil: r.ts(max(2*ttl, maxHoldFloor)), TTLSeconds: b.TTL, Base: b.Base,
+	}
+	g.Lease = c.Lease
+	c.History = append(c.History, r.e.Seq)
+	if err := r.t.setCellState(c, Claimed, false); err != nil {
+		return "", nil, err
+	}
+	s := fmt.Sprintf("claim %s/%s epoch %d", b.Wave, b.Cell, c.Epoch)
+	if g.Takeover != "" {
+		s += fmt.Sprintf(" (%s from %s epoch %d)", g.Takeover, g.Prior.Actor, g.Prior.Epoch)
+	}
+	return s, g, nil
+}
+
+// deadHolder reports whether the claim carries evidence that the current
+// holder's process is gone. Only the holder's own host can observe that.
+func deadHolder(b ClaimBody, l *Lease) bool {
+	d := b.Dead
+	return d != nil && !d.Alive && b.Host == l.Host && d.Host == l.Host && d.PID == l.PID &&
+		d.Actor == l.Actor && d.Epoch == l.Epoch
+}
+
+func join(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+// EpochBody is the body of renew, release, fail and done: the lease the actor
+// believes it holds.
+type EpochBody struct {
+	CellRef
+	Epoch int64 `json:"epoch"`
+}
+
+// RenewBody is the body of a "renew" entry.
+type RenewBody struct {
+	EpochBody
+	TTL int `json:"ttl"`
+}
+
+// holder checks that the entry's actor holds the cell's lease at epoch. With
+// live, the lease must also not have expired. Order of checks follows the
+// reference lease design: state, actor, epoch, expiry.
+func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
+	if err := checkIDs(b.Wave, b.Cell); err != nil {
+		return nil, err
+	}
+	if _, err := r.t.wave(b.Wave); err != nil {
+		return nil, err
+	}
+	c, err := r.t.cell(b.Wave, b.Cell)
+	if err != nil {
+		return nil, err
+	}
+	l := c.Lease
+	if c.State != Claimed || l == nil {
+		return nil, errs.New("CELL-STATE", "cell %s/%s is %s, not claimed", b.Wave, b.Cell, c.State).With("state", c.State)
+	}
+	if l.Actor != r.e.Actor {
+		return nil, errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", b.Wave, b.Cell, l.Actor, r.e.Actor).
+			With("holder", l.Actor).With("epoch", l.Epoch)
+	}
+	if l.Epoch != b.Epoch {
+		return nil, errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", b.Wave, b.Cell, l.Epoch, b.Epoch).
+			With("holder", l.Actor).With("epoch", l.Epoch)
+	}
+	if live {
+		expired, err := r.after(l.ExpiresAt)
+		if err != nil {
+			return nil, err
+		}
+		if expired {
+			return nil, errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", b.Wave, b.Cell, l.ExpiresAt).
+				With("expires_at", l.ExpiresAt)
+		}
+	}
+	return c, nil
+}
+
+func (r *rule) renew() (string, any, error) {
+	var b RenewBody
+	if err := r.body(&b); err != nil {
+		return "", nil, err
+	}
+	if err := checkTTL(b.TTL); err != nil {
+		return "", nil, err
+	}
+	c, err := r.holder(b.EpochBody, true)
+	if err != nil {
+		return "", nil, err
+	}
+	past, err := r.after(c.Lease.MaxHoldUntil)
+	if err != nil {
+		return "", nil, err
+	}
+	if past {
+		return "", nil, errs.New("LEASE-MAX-HOLD", "lease on %s/%s is past max_hold_until %s; it cannot be renewed in this epoch",
+			b.Wave, b.Cell, c.Lease.MaxHoldUntil).With("max_hold_until", c.Lease.MaxHoldUntil)
+	}
+	l := *c.Lease
+	l.HeartbeatAt, l.ExpiresAt, l.TTLSeconds = r.ts(0), r.ts(time.Duration(b.TTL)*time.Second), b.TTL
+	c.Lease = &l
+	c.History = append(c.History, r.e.Seq)
+	if err := r.t.put(cellKey(c.Wave, c.ID), c); err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("renew %s/%s epoch %d", b.Wave, b.Cell, l.Epoch), &Granted{Lease: &l}, nil
+}
+
+func (r *rule) release() (string, error) {
+	var b EpochBody
+	if err := r.body(&b); err != nil {
+		return "", err
+	}
+	// An expired lease may still be released by its holder: nobody else has
+	// taken it (the epoch would differ), and giving it back early helps everyone.
+	c, err := r.holder(b, false)
+	if err != nil {
+		return "", err
+	}
+	c.Lease = nil
+	c.History = append(c.History, r.e.Seq)
+	if err := r.t.setCellState(c, Pending, true); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("release %s/%s epoch %d", b.Wave, b.Cell, b.Epoch), nil
+}
+
+// FailBody is the body of a "fail" entry.
+type FailBody struct {
+	EpochBody
+	Reason string `json:"reason,omitempty"`
+}
+
+func (r *rule) fail() (string, error) {
+	var b FailBody
+	if err := r.body(&b); err != nil {
+		return "", err
+	}
+	if len(b.Reason) > maxTextLen {
+		return "", errs.New("USAGE", "reason longer than %d bytes", maxTextLen)
+	}
+	c, err := r.holder(b.EpochBody, true)
+	if err != nil {
+		return "", err
+	}
+	c.Lease, c.Reason = nil, b.Reason
+	c.History = append(c.History, r.e.Seq)
+	if err := r.t.setCellState(c, Failed, false); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("fail %s/%s epoch %d", b.Wave, b.Cell, b.Epoch), nil
+}
+
+func (r *rule) requeue() (string, error) {
+	var b CellRef
+	if err := r.body(&b); err != nil {
+		return "", err
+	}
+	if err := checkIDs(b.Wave, b.Cell); err != nil {
+		return "", err
+	}
+	if _, err := r.t.wave(b.Wave); err != nil {
+		return "", err
+	}
+	c, err := r.t.cell(b.Wave, b.Cell)
+	if err != nil {
+		return "", err
+	}
+	if c.State != Failed {
+		return "", errs.New("CELL-STATE", "requeue needs a failed cell; %s/%s is %s", b.Wave, b.Cell, c.State).With("state", c.State)
+	}
+	if c.Lease != nil {
+		return "", errs.New("CELL-STATE", "requeue refused: %s/%s has a lease", b.Wave, b.Cell)
+	}
+	blocked, err := r.t.unfinishedDeps(c)
+	if err != nil {
+		return "", err
+	}
+	c.Reason = ""
+	c.History = append(c.History, r.e.Seq)
+	if err := r.t.setCellState(c, Pending, len(blocked) == 0); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("requeue %s/%s", b.Wave, b.Cell), nil
+}

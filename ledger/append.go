@@ -1,0 +1,152 @@
+package ledger
+
+import (
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+)
+
+// Draft is an entry to append, before the ledger gives it a place in the chain.
+type Draft struct {
+	Kind string
+	Body any
+}
+
+// BuildFunc decides the entry to append given the current tip state and the
+// entry's timestamp. It runs again on every retry, so a decision such as "the
+// next ready cell" is always made on the state the entry will extend.
+type BuildFunc func(s *Snapshot, now time.Time) (*Draft, error)
+
+// Appended describes an acknowledged append.
+type Appended struct {
+	Applied
+	Commit gitstore.ObjectID
+}
+
+// Retry policy for a lost compare-and-swap (only a writer that bypasses the
+// writer lock, such as the git CLI, can make tally lose one).
+const (
+	appendAttempts    = 12
+	writerLockTimeout = 30 * time.Second
+)
+
+// Append appends one entry: read the tip, build the entry on it, check and
+// apply it with Step, write the new objects as one fsynced pack, and move the
+// ref with a compare-and-swap. A lost swap re-reads and rebuilds with jittered
+// backoff; when attempts run out the error is CONFLICT. The entry is
+// acknowledged (returned) only once the objects and the ref are durable.
+func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
+	if err := chain.ValidActor(actor); err != nil {
+		return nil, errs.New("USAGE", "%v", err)
+	}
+	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	if err != nil {
+		if errors.Is(err, gitstore.ErrRefLocked) {
+			return nil, errs.New("CONFLICT", "another tally writer held %s for %v", l.Ref, writerLockTimeout)
+		}
+		return nil, err
+	}
+	defer wl.Release()
+	pause := time.Millisecond
+	for attempt := 0; attempt < appendAttempts; attempt++ {
+		out, err := l.tryAppend(wl, actor, build)
+		if !errors.Is(err, gitstore.ErrRefChanged) {
+			if err == nil {
+				l.maybePack()
+			}
+			return out, err
+		}
+		time.Sleep(pause/2 + rand.N(pause))
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+	return nil, errs.New("CONFLICT", "%s kept changing; gave up after %d attempts", l.Ref, appendAttempts)
+}
+
+func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, build BuildFunc) (*Appended, error) {
+	tip, err := l.Tip()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := l.SnapshotAt(tip)
+	if err != nil {
+		return nil, err
+	}
+	now := l.now().UTC()
+	if last, err := chain.ParseTime(snap.Meta.TS); err == nil && now.Before(last) {
+		now = last // entry time never goes backwards, whatever this machine's clock says
+	}
+	draft, err := build(snap, now.Truncate(time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	if (draft.Kind == chain.KindGenesis) != tip.IsZero() {
+		if tip.IsZero() {
+			return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
+		}
+		return nil, errs.New("ALREADY-INITIALIZED", "%s already holds a ledger", l.Ref)
+	}
+	body, err := chain.MarshalCanonical(draft.Body)
+	if err != nil {
+		return nil, errs.Wrap("USAGE", err, "entry body")
+	}
+	e := &chain.Entry{V: chain.FormatVersion, Seq: snap.Meta.Size, Kind: draft.Kind, Prev: snap.Meta.Head,
+		TS: chain.FormatTime(now), Actor: actor, Nonce: newNonce(), Body: body}
+	raw, err := e.Encode()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := Step(snap.Tree, raw)
+	if err != nil {
+		return nil, err
+	}
+	pw := gitstore.NewPackWriter()
+	tree, err := snap.Tree.Hash(pw)
+	if err != nil {
+		return nil, err
+	}
+	commit := CommitFor(applied, tree, tip)
+	id := pw.Add(gitstore.CommitObject, commit.Encode())
+	pack, err := l.Repo.UpdateRefWithPack(wl, l.Ref, tip, id, pw)
+	if err != nil {
+		if errors.Is(err, gitstore.ErrRefLocked) {
+			return nil, errs.Wrap("REF-LOCKED", err, "update %s", l.Ref)
+		}
+		if errors.Is(err, gitstore.ErrRefChanged) {
+			return nil, err
+		}
+		return nil, errs.Wrap("INTERNAL", err, "update %s", l.Ref)
+	}
+	if db, err := l.Repo.Objects(); err == nil {
+		db.AddPack(pack)
+	}
+	return &Appended{Applied: *applied, Commit: id}, nil
+}
+
+func newNonce() string {
+	var b [16]byte
+	crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// CommitFor returns the ledger commit recording an applied entry: one parent
+// (none for genesis), author and committer from the entry's actor and time,
+// and a message whose subject is the rules' summary and whose trailers carry
+// the seq and the entry hash.
+func CommitFor(a *Applied, tree, parent gitstore.ObjectID) *gitstore.Commit {
+	ts, _ := chain.ParseTime(a.Entry.TS)
+	who := gitstore.Ident{Name: a.Entry.Actor, Email: a.Entry.Actor, When: ts.Unix(), TZ: "+0000"}
+	c := &gitstore.Commit{Tree: tree, Author: who, Committer: who,
+		Message: fmt.Sprintf("%s\n\nTally-Seq: %d\nTally-Entry: %s\n", a.Result.Summary, a.Entry.Seq, a.Hash)}
+	if !parent.IsZero() {
+		c.Parents = []gitstore.ObjectID{parent}
+	}
+	return c
+}

@@ -1,0 +1,41 @@
+package ledger_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+)
+
+func note(text string) ledger.BuildFunc {
+	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+		return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: text}}, nil
+	}
+}
+
+func genesis() ledger.BuildFunc {
+	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+		return &ledger.Draft{Kind: chain.KindGenesis, Body: chain.GenesisBody{Origin: "test"}}, nil
+	}
+}
+
+func BenchmarkAppendNote(b *testing.B) {
+	dir := testrepo.New(b)
+	l, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.WaitMaintenance)
+	if _, err := l.Append("bench", genesis()); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.Append("bench", note("x")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+// Package ledger is tally's ledger on a git ref: it appends entries with a
+// git-safe compare-and-swap, replays and verifies the chain, and reads
+// snapshots of the state. The rules themselves live in package lease; Step is
+// the single place where an entry is checked and applied, shared by the
+// writer, the verifier and the hooks.
+package ledger
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+)
+
+// DefaultNamespace is the ref prefix of a ledger; the ledger itself is
+// <namespace>/ledger.
+const DefaultNamespace = "refs/tally"
+
+// Options configure Open.
+type Options struct {
+	// Namespace is the ref prefix (default DefaultNamespace, or $TALLY_NAMESPACE).
+	Namespace string
+	// Now is the clock; by default $TALLY_NOW (RFC 3339) if set, else the wall clock.
+	Now func() time.Time
+}
+
+// Ledger is one ledger in one repository.
+type Ledger struct {
+	Repo      *gitstore.Repo
+	Namespace string
+	Ref       string
+	// LocalDir holds this clone's never-pushed files (writer lock, verify
+	// record, pending evidence). It lives in the common git directory, so every
+	// linked worktree of a clone shares it.
+	LocalDir string
+	now      func() time.Time
+
+	repacking chan struct{} // closed when a background repack started here ends
+}
+
+// Open opens the ledger of the repository containing dir.
+func Open(dir string, opt Options) (*Ledger, error) {
+	repo, err := gitstore.Open(dir)
+	if err != nil {
+		if errors.Is(err, gitstore.ErrUnsupported) {
+			return nil, errs.Wrap("NOT-SUPPORTED", err, "%s", dir)
+		}
+		return nil, errs.Wrap("NOT-A-REPO", err, "cannot open repository")
+	}
+	ns := opt.Namespace
+	if ns == "" {
+		ns = os.Getenv("TALLY_NAMESPACE")
+	}
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	ns = strings.TrimSuffix(ns, "/")
+	if !gitstore.ValidRefName(ns + "/ledger") {
+		return nil, errs.New("USAGE", "namespace %q does not form a valid ref name", ns)
+	}
+	now := opt.Now
+	if now == nil {
+		if now, err = EnvClock(); err != nil {
+			return nil, err
+		}
+	}
+	local := filepath.Join(repo.CommonDir, "tally")
+	if ns != DefaultNamespace {
+		local = filepath.Join(repo.CommonDir, "tally", "ns", strings.ReplaceAll(ns, "/", "%"))
+	}
+	return &Ledger{Repo: repo, Namespace: ns, Ref: ns + "/ledger", LocalDir: local, now: now}, nil
+}
+
+// EnvClock returns the clock tally uses: $TALLY_NOW if set, else the wall clock.
+func EnvClock() (func() time.Time, error) {
+	s := os.Getenv("TALLY_NOW")
+	if s == "" {
+		return time.Now, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil, errs.New("USAGE", "TALLY_NOW must be RFC 3339: %v", err)
+	}
+	return func() time.Time { return t }, nil
+}
+
+// Now is the ledger's clock.
+func (l *Ledger) Now() time.Time { return l.now() }
+
+// Close releases resources.
+func (l *Ledger) Close() error { return l.Repo.Close() }
+
+// Snapshot is the ledger state at one commit. It implements chain.KV over the
+// commit's tree; reads are lazy, so a snapshot costs only what is read.
+type Snapshot struct {
+	Commit gitstore.ObjectID // zero for the empty ledger
+	Meta   *chain.Meta
+	Tree   *gitstore.Tree
+}
+
+// Get reads a state key.
+func (s *Snapshot) Get(key string) ([]byte, bool, error) { return s.Tree.Get(key) }
+
+// Tip returns the commit the ledger ref points at (zero if there is none).
+func (l *Ledger) Tip() (gitstore.ObjectID, error) {
+	id, err := l.Repo.ReadRef(l.Ref)
+	if errors.Is(err, gitstore.ErrNoRef) {
+		return gitstore.ObjectID{}, nil
+	}
+	if err != nil {
+		return id, errs.Wrap("CORRUPT", err, "read %s", l.Ref)
+	}
+	return id, nil
+}
+
+// SnapshotAt opens the state at a ledger commit (zero: the empty ledger).
+func (l *Ledger) SnapshotAt(commit gitstore.ObjectID) (*Snapshot, error) {
+	db, err := l.Repo.Objects()
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Commit: commit}
+	var tree gitstore.ObjectID
+	if !commit.IsZero() {
+		c, err := db.ReadCommit(commit)
+		if err != nil {
+			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", commit)
+		}
+		tree = c.Tree
+	}
+	s.Tree = gitstore.NewTree(db, tree)
+	b, ok, err := s.Tree.Get(chain.MetaKey)
+	if err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", commit)
+	}
+	if s.Meta, err = chain.DecodeMeta(b, ok); err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", commit)
+	}
+	return s, nil
+}
+
+// Head returns the snapshot at the tip, or NOT-INITIALIZED.
+func (l *Ledger) Head() (*Snapshot, error) {
+	tip, err := l.Tip()
+	if err != nil {
+		return nil, err
+	}
+	if tip.IsZero() {
+		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
+	}
+	return l.SnapshotAt(tip)
+}
+
+// Entry reads entry seq of the snapshot's log through the Merkle tiles (the
+// level 0 tile locates the entry blob), so its cost does not grow with the
+// ledger's length. It checks the blob against the recorded entry hash.
+func (s *Snapshot) Entry(seq uint64) (*chain.Entry, chain.Hash, []byte, error) {
+	if seq >= s.Meta.Size {
+		return nil, chain.Hash{}, nil, errs.New("USAGE", "no entry %d (ledger has %d)", seq, s.Meta.Size)
+	}
+	h, loc, err := chain.EntryRecord(s, s.Meta.Size, seq)
+	if err != nil {
+		return nil, h, nil, errs.Wrap("CORRUPT", err, "entry %d", seq)
+	}
+	typ, raw, err := s.Tree.DB().Read(gitstore.ObjectID(loc))
+	if err != nil || typ != gitstore.BlobObject {
+		return nil, h, nil, errs.Wrap("CORRUPT", err, "entry %d blob %x", seq, loc)
+	}
+	if chain.EntryHash(raw) != h {
+		return nil, h, nil, errs.New("HASH-MISMATCH", "entry %d does not match its recorded hash", seq).With("seq", seq)
+	}
+	e, err := chain.Decode(raw)
+	if err != nil {
+		return nil, h, nil, errs.Wrap("CORRUPT", err, "entry %d", seq)
+	}
+	return e, h, raw, nil
+}

@@ -1,0 +1,98 @@
+package ledger
+
+import (
+	"errors"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/lease"
+)
+
+// EntryKey is the path of the entry's canonical bytes in a ledger commit's tree.
+const EntryKey = "entry"
+
+// Applied is the outcome of Step.
+type Applied struct {
+	Entry  *chain.Entry
+	Hash   chain.Hash
+	Meta   *chain.Meta // after the entry
+	Result *lease.Result
+}
+
+// Step checks entry bytes raw against the state in t and, if they are legal,
+// applies them to t: the rules' changes, the Merkle tiles, the chain metadata
+// and the entry itself. It is the one function the writer, the verifier and the
+// hooks use, so they cannot disagree about what is legal.
+//
+// Errors carry the failing check's code: NONCANONICAL or CORRUPT for bytes that
+// are not an entry, SEQ-GAP, LINK-BROKEN or TIME-REVERSED for a broken chain,
+// or the rule's own code (LEASE-HELD, EPOCH-MISMATCH, ...) for an illegal entry.
+// On error t may have been partially modified only if the error is CORRUPT.
+func Step(t *gitstore.Tree, raw []byte) (*Applied, error) {
+	e, err := chain.Decode(raw)
+	if err != nil {
+		if errors.Is(err, chain.ErrNonCanonical) {
+			return nil, errs.New("NONCANONICAL", "%v", err)
+		}
+		return nil, errs.Wrap("CORRUPT", err, "malformed entry")
+	}
+	mb, ok, err := t.Get(chain.MetaKey)
+	if err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "read chain meta")
+	}
+	meta, err := chain.DecodeMeta(mb, ok)
+	if err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "chain meta")
+	}
+	if err := meta.Check(e); err != nil {
+		return nil, linkError(err)
+	}
+	res, err := lease.Apply(t, e)
+	if err != nil {
+		return nil, err
+	}
+	h := chain.EntryHash(raw)
+	next, err := meta.Advance(e, h)
+	if err != nil {
+		return nil, linkError(err)
+	}
+	tiles, err := chain.AppendTiles(t, meta.Size, h, gitstore.HashObject(gitstore.BlobObject, raw))
+	if err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "Merkle tiles")
+	}
+	metaBytes, err := next.Encode()
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range res.Keys() {
+		if v := res.Changes[k]; v == nil {
+			err = t.Delete(k)
+		} else {
+			err = t.Set(k, v)
+		}
+		if err != nil {
+			return nil, errs.Wrap("CORRUPT", err, "apply %s", k)
+		}
+	}
+	for k, v := range tiles {
+		if err := t.Set(k, v); err != nil {
+			return nil, errs.Wrap("CORRUPT", err, "apply %s", k)
+		}
+	}
+	if err := t.Set(chain.MetaKey, metaBytes); err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "apply meta")
+	}
+	if err := t.Set(EntryKey, raw); err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "apply entry")
+	}
+	return &Applied{Entry: e, Hash: h, Meta: next, Result: res}, nil
+}
+
+func linkError(err error) error {
+	var le *chain.LinkError
+	if errors.As(err, &le) {
+		return errs.New(le.Code, "%s", le.Msg)
+	}
+	return errs.Wrap("CORRUPT", err, "chain")
+}

@@ -1,0 +1,250 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+)
+
+// Report is the outcome of a successful verification.
+type Report struct {
+	Entries uint64            `json:"entries"` // length of the verified ledger
+	Checked uint64            `json:"checked"` // entries replayed by this run
+	Head    Head              `json:"head"`
+	Root    chain.Hash        `json:"root"`
+	Commit  gitstore.ObjectID `json:"-"`
+}
+
+// Head identifies the last entry of a ledger.
+type Head struct {
+	Seq    uint64     `json:"seq"`
+	Hash   chain.Hash `json:"hash"`
+	Commit string     `json:"commit"`
+}
+
+// verifiedRecord is the local, never-pushed record of the last verified tip.
+type verifiedRecord struct {
+	Commit string     `json:"commit"`
+	Seq    uint64     `json:"seq"`
+	Hash   chain.Hash `json:"hash"`
+}
+
+func (l *Ledger) recordPath() string { return filepath.Join(l.LocalDir, "verified") }
+
+// Verify re-derives the ledger from the repository and checks every entry
+// added since the last successful verification recorded in this clone (all of
+// them with full). A failure is an *errs.Error whose code names the check and
+// whose "seq" detail names the first bad position.
+func (l *Ledger) Verify(full bool) (*Report, error) {
+	tip, err := l.Tip()
+	if err != nil {
+		return nil, err
+	}
+	if tip.IsZero() {
+		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
+	}
+	var base gitstore.ObjectID
+	if !full {
+		if rec, err := l.readRecord(); err == nil {
+			if base, err = gitstore.ParseObjectID(rec.Commit); err != nil {
+				base = gitstore.ObjectID{}
+			}
+		}
+	}
+	rep, err := l.VerifyRange(base, tip)
+	if err != nil {
+		return nil, err
+	}
+	rec := verifiedRecord{Commit: tip.String(), Seq: rep.Head.Seq, Hash: rep.Head.Hash}
+	if err := writeFileAtomic(l.recordPath(), mustJSON(rec)); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func (l *Ledger) readRecord() (*verifiedRecord, error) {
+	b, err := os.ReadFile(l.recordPath())
+	if err != nil {
+		return nil, err
+	}
+	var rec verifiedRecord
+	return &rec, json.Unmarshal(b, &rec)
+}
+
+// VerifyRange verifies the entries from base (exclusive, trusted as already
+// verified; zero means from genesis) to tip. base must be an ancestor of tip:
+// otherwise the ledger was rolled back (tip is an ancestor of base) or forked,
+// and the error is ROLLBACK-DETECTED or FORK-DETECTED.
+func (l *Ledger) VerifyRange(base, tip gitstore.ObjectID) (*Report, error) {
+	db, err := l.Repo.Objects()
+	if err != nil {
+		return nil, err
+	}
+	commits, err := walkBack(db, tip, base)
+	if err != nil {
+		return nil, err
+	}
+	start, err := l.SnapshotAt(base)
+	if err != nil {
+		return nil, err
+	}
+	if commits == nil {
+		return nil, l.divergence(db, base, tip, start.Meta.Size)
+	}
+	v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta}
+	for i := len(commits) - 1; i >= 0; i-- {
+		if err := v.check(commits[i]); err != nil {
+			return nil, err
+		}
+	}
+	return &Report{Entries: v.pos, Checked: uint64(len(commits)), Commit: tip, Root: v.meta.Root,
+		Head: Head{Seq: v.pos - 1, Hash: v.meta.Head, Commit: tip.String()}}, nil
+}
+
+type walked struct {
+	id     gitstore.ObjectID
+	commit *gitstore.Commit
+}
+
+// walkBack lists the commits from tip back to (excluding) stop along first
+// parents, tip first. It returns nil, nil if stop is not on that path.
+func walkBack(db *gitstore.ObjectDB, tip, stop gitstore.ObjectID) ([]walked, error) {
+	out := []walked{}
+	for cur := tip; cur != stop; {
+		c, err := db.ReadCommit(cur)
+		if err != nil {
+			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
+		}
+		out = append(out, walked{cur, c})
+		if len(c.Parents) == 0 {
+			if !stop.IsZero() {
+				return nil, nil
+			}
+			break
+		}
+		cur = c.Parents[0]
+	}
+	return out, nil
+}
+
+// divergence explains why base is not an ancestor of tip.
+func (l *Ledger) divergence(db *gitstore.ObjectDB, base, tip gitstore.ObjectID, baseSize uint64) error {
+	back, err := walkBack(db, base, tip)
+	if err == nil && back != nil {
+		return errs.New("ROLLBACK-DETECTED", "%s was moved back from %s (verified, %d entries) to an ancestor %s",
+			l.Ref, base, baseSize, tip).With("verified_size", baseSize)
+	}
+	return errs.New("FORK-DETECTED", "%s at %s does not extend the verified %s (%d entries)", l.Ref, tip, base, baseSize).
+		With("verified_size", baseSize)
+}
+
+type verifier struct {
+	db     *gitstore.ObjectDB
+	tree   *gitstore.Tree
+	pos    uint64 // position (expected seq) of the next commit
+	parent gitstore.ObjectID
+	meta   *chain.Meta
+}
+
+func (v *verifier) fail(code, format string, args ...any) *errs.Error {
+	return errs.New(code, "entry %d: "+format, append([]any{v.pos}, args...)...).With("seq", v.pos)
+}
+
+// check verifies one ledger commit at position v.pos and advances.
+func (v *verifier) check(w walked) error {
+	c := w.commit
+	if want := min(v.pos, 1); uint64(len(c.Parents)) != want {
+		return v.fail("HISTORY-NONLINEAR", "commit %s has %d parents, a ledger commit has exactly %d", w.id, len(c.Parents), want)
+	}
+	raw, err := v.entryBytes(c.Tree)
+	if err != nil {
+		return v.fail("CORRUPT", "commit %s: %v", w.id, err)
+	}
+	if _, err := chain.Decode(raw); errors.Is(err, chain.ErrNonCanonical) {
+		return v.fail("NONCANONICAL", "stored bytes are not canonical JSON")
+	}
+	trailers := gitstore.Trailers(c.Message)
+	if trailers["Tally-Entry"] != chain.EntryHash(raw).String() {
+		return v.fail("HASH-MISMATCH", "entry hashes to %s, commit %s records %q", chain.EntryHash(raw), w.id, trailers["Tally-Entry"])
+	}
+	applied, err := Step(v.tree, raw)
+	if err != nil {
+		e := errs.From(err)
+		switch e.Code {
+		case "NONCANONICAL", "CORRUPT", "SEQ-GAP", "LINK-BROKEN", "TIME-REVERSED", "RULE-VIOLATION":
+			return v.fail(e.Code, "%s", e.Message)
+		}
+		return v.fail("RULE-VIOLATION", "breaks rule %s: %s", e.Code, e.Message).With("rule", e.Code)
+	}
+	tree, err := v.tree.Hash(nil)
+	if err != nil {
+		return err
+	}
+	if tree != c.Tree {
+		return v.fail("STATE-MISMATCH", "commit %s has tree %s, replaying the entries gives %s", w.id, c.Tree, tree)
+	}
+	want := CommitFor(applied, tree, v.parent)
+	if string(want.Payload()) != string(c.Payload()) {
+		return v.fail("COMMIT-MISMATCH", "commit %s does not match its entry (author, committer, message or trailers)", w.id)
+	}
+	v.pos++
+	v.parent = w.id
+	v.meta = applied.Meta
+	return nil
+}
+
+// entryBytes reads the "entry" blob of a ledger commit's tree.
+func (v *verifier) entryBytes(tree gitstore.ObjectID) ([]byte, error) {
+	typ, data, err := v.db.Read(tree)
+	if err != nil {
+		return nil, err
+	}
+	if typ != gitstore.TreeObject {
+		return nil, errors.New("root is not a tree")
+	}
+	entries, err := gitstore.ParseTree(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.Name == EntryKey && !e.IsDir() {
+			typ, raw, err := v.db.Read(e.ID)
+			if err == nil && typ != gitstore.BlobObject {
+				err = errors.New("entry is not a blob")
+			}
+			return raw, err
+		}
+	}
+	return nil, errors.New("tree has no entry blob")
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// writeFileAtomic replaces path with data (temp file + rename), so a reader
+// sees the old or the new content, never a torn one.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+// Package receipt binds finished work to git commits: evidence of commands run
+// under a lease, the receipt entry that `tally done` appends, the git note that
+// points from a commit to its receipt, receipt verification that survives
+// rebases, and in-toto export.
+package receipt
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/tally-dev/tally/lease"
+)
+
+// Pending evidence waits in the clone's local tally directory (shared by all
+// worktrees, never pushed) until a receipt takes it: one file per run under
+// evidence/<wave>/<cell>/<epoch>/.
+func evidenceDir(localDir, wave, cell string, epoch int64) string {
+	return filepath.Join(localDir, "evidence", wave, cell, strconv.FormatInt(epoch, 10))
+}
+
+// SaveEvidence stores one run's evidence for a lease.
+func SaveEvidence(localDir, wave, cell string, ev lease.Evidence) error {
+	dir := evidenceDir(localDir, wave, cell, ev.Epoch)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "run-*.json")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	return f.Close()
+}
+
+// PendingEvidence returns the stored evidence of a lease, oldest first.
+func PendingEvidence(localDir, wave, cell string, epoch int64) ([]lease.Evidence, error) {
+	dir := evidenceDir(localDir, wave, cell, epoch)
+	names, err := filepath.Glob(filepath.Join(dir, "run-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []lease.Evidence
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		var ev lease.Evidence
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return nil, fmt.Errorf("evidence %s: %w", n, err)
+		}
+		out = append(out, ev)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt < out[j].StartedAt })
+	return out, nil
+}
+
+// ClearEvidence removes the stored evidence of a lease once a receipt holds it.
+func ClearEvidence(localDir, wave, cell string, epoch int64) error {
+	return os.RemoveAll(evidenceDir(localDir, wave, cell, epoch))
+}
+
+// StreamDigest hashes and counts a stream as it passes through.
+type StreamDigest struct {
+	n      int64
+	b3, s2 hash.Hash
+}
+
+// NewStreamDigest returns an empty digest.
+func NewStreamDigest() *StreamDigest {
+	return &StreamDigest{b3: blake3.New(), s2: sha256.New()}
+}
+
+func (d *StreamDigest) Write(p []byte) (int, error) {
+	d.n += int64(len(p))
+	d.b3.Write(p)
+	d.s2.Write(p)
+	return len(p), nil
+}
+
+// Digest returns the size and digests so far.
+func (d *StreamDigest) Digest() lease.Digest {
+	return lease.Digest{Size: d.n, BLAKE3: hex.EncodeToString(d.b3.Sum(nil)), SHA256: hex.EncodeToString(d.s2.Sum(nil))}
+}
+
+var _ io.Writer = (*StreamDigest)(nil)
