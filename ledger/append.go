@@ -71,6 +71,52 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 }
 
 func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, build BuildFunc) (*Appended, error) {
+	p, err := l.prepare(actor, build)
+	if err != nil {
+		return nil, err
+	}
+	pack, err := l.Repo.UpdateRefWithPack(wl, l.Ref, p.Parent, p.Commit, p.pw)
+	if err != nil {
+		if errors.Is(err, gitstore.ErrRefLocked) {
+			return nil, errs.Wrap("REF-LOCKED", err, "update %s", l.Ref)
+		}
+		if errors.Is(err, gitstore.ErrRefChanged) {
+			return nil, err
+		}
+		return nil, errs.Wrap("INTERNAL", err, "update %s", l.Ref)
+	}
+	if db, err := l.Repo.Objects(); err == nil {
+		db.AddPack(pack)
+	}
+	return &p.Appended, nil
+}
+
+// Prepared is an entry built on the current tip, with the objects of its
+// commit ready to write, but not on the ref.
+type Prepared struct {
+	Appended
+	Parent gitstore.ObjectID // the tip it was built on (zero for genesis)
+	pw     *gitstore.PackWriter
+}
+
+// Prepare builds the next entry on the current tip and writes its objects
+// without moving the ref. It exists for tools and tests that move the ref
+// themselves (for example with git update-ref); Append is the normal path.
+func (l *Ledger) Prepare(actor string, build BuildFunc) (*Prepared, error) {
+	if err := chain.ValidActor(actor); err != nil {
+		return nil, errs.New("USAGE", "%v", err)
+	}
+	p, err := l.prepare(actor, build)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.pw.WriteTo(l.Repo.ObjectDir); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (l *Ledger) prepare(actor string, build BuildFunc) (*Prepared, error) {
 	tip, err := l.Tip()
 	if err != nil {
 		return nil, err
@@ -114,20 +160,7 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, build BuildFun
 	}
 	commit := CommitFor(applied, tree, tip)
 	id := pw.Add(gitstore.CommitObject, commit.Encode())
-	pack, err := l.Repo.UpdateRefWithPack(wl, l.Ref, tip, id, pw)
-	if err != nil {
-		if errors.Is(err, gitstore.ErrRefLocked) {
-			return nil, errs.Wrap("REF-LOCKED", err, "update %s", l.Ref)
-		}
-		if errors.Is(err, gitstore.ErrRefChanged) {
-			return nil, err
-		}
-		return nil, errs.Wrap("INTERNAL", err, "update %s", l.Ref)
-	}
-	if db, err := l.Repo.Objects(); err == nil {
-		db.AddPack(pack)
-	}
-	return &Appended{Applied: *applied, Commit: id}, nil
+	return &Prepared{Appended: Appended{Applied: *applied, Commit: id}, Parent: tip, pw: pw}, nil
 }
 
 func newNonce() string {

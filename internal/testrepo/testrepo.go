@@ -2,10 +2,14 @@
 package testrepo
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -51,4 +55,73 @@ func New(t testing.TB) string {
 	Git(t, dir, "init", "-q", "-b", "main")
 	Git(t, dir, "commit", "-q", "--allow-empty", "-m", "root")
 	return dir
+}
+
+var (
+	tallyOnce sync.Once
+	tallyBin  string
+	tallyErr  error
+)
+
+// Tally builds the tally command once per test process and returns its path.
+func Tally(t testing.TB) string {
+	t.Helper()
+	tallyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tally-bin-")
+		if err != nil {
+			tallyErr = err
+			return
+		}
+		tallyBin = filepath.Join(dir, "tally")
+		out, err := exec.Command("go", "build", "-o", tallyBin, "github.com/tally-dev/tally/cmd/tally").CombinedOutput()
+		if err != nil {
+			tallyErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if tallyErr != nil {
+		t.Fatal(tallyErr)
+	}
+	return tallyBin
+}
+
+// Result is the outcome of one tally invocation.
+type Result struct {
+	Code   int            // exit code
+	JSON   map[string]any // decoded stdout when --json was given
+	Stdout string
+	Stderr string
+}
+
+// ErrorCode returns the JSON error code ("" on success).
+func (r Result) ErrorCode() string {
+	e, _ := r.JSON["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+// Run runs tally in dir as actor with args; env entries are added to Env().
+// With "--json" among args, stdout is decoded into Result.JSON (a test fails
+// if it is not exactly one JSON object).
+func Run(t testing.TB, dir, actor string, env []string, args ...string) Result {
+	t.Helper()
+	cmd := exec.Command(Tally(t), append([]string{"-C", dir}, args...)...)
+	cmd.Env = Env(append([]string{"TALLY_ACTOR=" + actor}, env...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := Result{Stdout: stdout.String(), Stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.Code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("tally %v: %v", args, err)
+	}
+	for _, a := range args {
+		if a == "--json" {
+			dec := json.NewDecoder(&stdout)
+			if err := dec.Decode(&res.JSON); err != nil || dec.More() {
+				t.Fatalf("tally %v: stdout is not one JSON object: %q (%v)", args, res.Stdout, err)
+			}
+		}
+	}
+	return res
 }
