@@ -3,15 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tally-dev/tally/chain"
-	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
-	"github.com/tally-dev/tally/ledger"
 	"github.com/tally-dev/tally/receipt"
 )
 
@@ -28,52 +23,27 @@ paths, every changed path must match them (else RECEIPT-SCOPE). A git note on
 the commit under refs/notes/tally points at the receipt.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, c, err := cellArg(argv[0])
+			w, cell, err := cellArg(argv[0])
 			if err != nil {
 				return err
 			}
 			if err := requireFlag(cmd, "epoch"); err != nil {
 				return err
 			}
-			req.CellRef = lease.CellRef{Wave: w, Cell: c}
-			actor, err := a.actor()
+			req.CellRef = lease.CellRef{Wave: w, Cell: cell}
+			c, err := a.client(true)
 			if err != nil {
 				return err
 			}
-			l, err := a.open()
+			defer c.Close()
+			res, err := c.Done(req)
 			if err != nil {
 				return err
-			}
-			defer l.Close()
-			ap, err := l.Append(actor, func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
-				body, err := receipt.Build(l, s, req)
-				if err != nil {
-					return nil, err
-				}
-				return &ledger.Draft{Kind: "done", Body: body}, nil
-			})
-			if err != nil {
-				return err
-			}
-			ref := ap.Result.Effect.(*lease.ReceiptRef)
-			receipt.ClearEvidence(l.LocalDir, w, c, req.Epoch)
-			commit, _ := gitstore.ParseObjectID(ref.Commit)
-			ts, _ := chain.ParseTime(ap.Entry.TS)
-			who := gitstore.Ident{Name: actor, Email: actor, When: ts.Unix(), TZ: "+0000"}
-			line := receipt.NoteLine(ap.Meta.Origin, ap.Entry.Seq, ap.Hash.String(), ref.Wave+"/"+ref.Cell, ref.Epoch)
-			noteErr := receipt.AddNote(l.Repo, filepath.Join(l.LocalDir, "notes.lock"), commit, line, who)
-			res := struct {
-				appendedResult
-				Receipt *lease.ReceiptRef `json:"receipt"`
-				Note    string            `json:"note"`
-			}{appended(ap), ref, receipt.NotesRef}
-			if noteErr != nil {
-				// The receipt is in the ledger; the note is a convenience that can be rewritten.
-				res.Note = "not written: " + noteErr.Error()
 			}
 			return a.emit(res, func(w io.Writer) {
-				printAppended(w, ap)
-				fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", ref.Wave, ref.Cell, ref.Epoch, ref.Commit, res.Note)
+				printAppended(w, &res.Appended)
+				r := res.Receipt
+				fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
 			})
 		},
 	}

@@ -1,10 +1,6 @@
 package main
 
-import (
-	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/lease"
-)
+import "github.com/spf13/cobra"
 
 func (a *app) failCmd() *cobra.Command {
 	var epoch int64
@@ -14,15 +10,19 @@ func (a *app) failCmd() *cobra.Command {
 		Short: "mark your claimed cell failed",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, c, err := cellArg(argv[0])
+			w, cell, err := cellArg(argv[0])
 			if err != nil {
 				return err
 			}
 			if err := requireFlag(cmd, "epoch"); err != nil {
 				return err
 			}
-			b := lease.FailBody{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: w, Cell: c}, Epoch: epoch}, Reason: reason}
-			return a.appendSimple("fail", b, nil)
+			c, err := a.client(true)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return a.emitAppended(c.Fail(w, cell, epoch, reason))
 		},
 	}
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease")

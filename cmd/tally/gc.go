@@ -13,12 +13,12 @@ func (a *app) gcCmd() *cobra.Command {
 		Short: "roll the ledger's small packs together now (appends also do this in the background)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := a.open()
+			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			if err := l.Repack(); err != nil {
+			defer c.Close()
+			if err := c.L.Repack(); err != nil {
 				return err
 			}
 			return a.emit(nil, func(w io.Writer) { fmt.Fprintln(w, "packed") })

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/chain"
 )
 
 func (a *app) initCmd() *cobra.Command {
@@ -19,36 +14,16 @@ func (a *app) initCmd() *cobra.Command {
 		Short: "create the ledger (its genesis entry)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			actor, err := a.actor()
+			c, err := a.client(true)
 			if err != nil {
 				return err
 			}
-			l, err := a.open()
+			defer c.Close()
+			res, err := c.Init(origin)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			if origin == "" {
-				var b [4]byte
-				rand.Read(b[:])
-				name := filepath.Base(l.Repo.WorkTree)
-				if l.Repo.WorkTree == "" {
-					name = filepath.Base(l.Repo.CommonDir)
-				}
-				origin = "tally/" + name + "/" + hex.EncodeToString(b[:])
-			}
-			ap, err := l.Append(actor, staticDraft(chain.KindGenesis, chain.GenesisBody{Origin: origin}))
-			if err != nil {
-				return err
-			}
-			res := struct {
-				appendedResult
-				Ref    string `json:"ref"`
-				Origin string `json:"origin"`
-			}{appended(ap), l.Ref, origin}
-			return a.emit(res, func(w io.Writer) {
-				fmt.Fprintf(w, "initialized %s (origin %s)\n", l.Ref, origin)
-			})
+			return a.emit(res, func(w io.Writer) { fmt.Fprintf(w, "initialized %s (origin %s)\n", res.Ref, res.Origin) })
 		},
 	}
 	cmd.Flags().StringVar(&origin, "origin", "", "the log's origin name, used in checkpoints (default tally/<repo>/<random>)")

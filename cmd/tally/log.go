@@ -14,12 +14,12 @@ func (a *app) logCmd() *cobra.Command {
 		Short: "list ledger entries, newest first",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := a.open()
+			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			entries, err := l.Log(n)
+			defer c.Close()
+			entries, err := c.Log(n)
 			if err != nil {
 				return err
 			}

@@ -5,8 +5,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/lease"
 )
 
 func (a *app) nextCmd() *cobra.Command {
@@ -16,30 +14,14 @@ func (a *app) nextCmd() *cobra.Command {
 		Short: "list the cells claimable now, in the order claim --next takes them",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := a.open()
+			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			s, err := l.Head()
+			defer c.Close()
+			ready, err := c.Next(wave)
 			if err != nil {
 				return err
-			}
-			waves := []string{wave}
-			if wave == "" {
-				p, err := lease.ReadPlan(s)
-				if err != nil {
-					return err
-				}
-				waves = p.Waves
-			}
-			ready := []lease.Candidate{}
-			for _, w := range waves {
-				r, err := lease.Ready(s, w, l.Now(), 0)
-				if err != nil {
-					return err
-				}
-				ready = append(ready, r...)
 			}
 			return a.emit(map[string]any{"ready": ready}, func(w io.Writer) {
 				for _, c := range ready {

@@ -3,37 +3,26 @@ package main
 import (
 	"fmt"
 	"io"
-	"time"
 
-	"github.com/tally-dev/tally/chain"
-	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally"
 )
 
-// entryRef identifies an appended entry in command output.
-type entryRef struct {
-	Seq  uint64     `json:"seq"`
-	Hash chain.Hash `json:"hash"`
+// printAppended is the text rendering shared by commands that append.
+func printAppended(w io.Writer, ap *tally.Appended) {
+	fmt.Fprintf(w, "#%d %s  (%.12s)\n", ap.Entry.Seq, ap.Summary, ap.Entry.Hash)
 }
 
-// appendedResult is the common part of every mutating command's result.
-type appendedResult struct {
-	Entry   entryRef `json:"entry"`
-	Commit  string   `json:"commit"`
-	Summary string   `json:"summary"`
+// printLease renders a granted or extended lease.
+func printLease(w io.Writer, r *tally.LeaseResult) {
+	printAppended(w, &r.Appended)
+	l := r.Lease
+	fmt.Fprintf(w, "lease: %s/%s epoch %d, expires %s, max hold %s\n", r.Wave, r.Cell, l.Epoch, l.ExpiresAt, l.MaxHoldUntil)
 }
 
-func appended(ap *ledger.Appended) appendedResult {
-	return appendedResult{Entry: entryRef{ap.Entry.Seq, ap.Hash}, Commit: ap.Commit.String(), Summary: ap.Result.Summary}
-}
-
-// printAppended is the text rendering shared by mutating commands.
-func printAppended(w io.Writer, ap *ledger.Appended) {
-	fmt.Fprintf(w, "#%d %s  (%s)\n", ap.Entry.Seq, ap.Result.Summary, chain.ShortHex(ap.Hash))
-}
-
-// staticDraft builds the same entry whatever the tip.
-func staticDraft(kind string, body any) ledger.BuildFunc {
-	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
-		return &ledger.Draft{Kind: kind, Body: body}, nil
+// emitAppended reports a plain appended entry.
+func (a *app) emitAppended(ap *tally.Appended, err error) error {
+	if err != nil {
+		return err
 	}
+	return a.emit(ap, func(w io.Writer) { printAppended(w, ap) })
 }

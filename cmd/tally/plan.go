@@ -30,7 +30,16 @@ wave. Refused, with nothing written: WAVE-EXISTS, DEP-MISSING, DEP-CYCLE
 			if err != nil {
 				return err
 			}
-			return a.appendSimple("plan", body, map[string]any{"wave": body.Wave, "cells": len(body.Cells)})
+			c, err := a.client(true)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.Plan(body)
+			if err != nil {
+				return err
+			}
+			return a.emit(res, func(w io.Writer) { printAppended(w, &res.Appended) })
 		},
 	}
 }
@@ -56,9 +65,6 @@ func readPlan(path string) (*lease.PlanBody, error) {
 	var body lease.PlanBody
 	if err := dec.Decode(&body); err != nil {
 		return nil, errs.New("USAGE", "plan %s: %v", path, err)
-	}
-	if err := lease.NormalizePlan(&body); err != nil {
-		return nil, err
 	}
 	return &body, nil
 }

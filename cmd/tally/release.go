@@ -1,10 +1,6 @@
 package main
 
-import (
-	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/lease"
-)
+import "github.com/spf13/cobra"
 
 func (a *app) releaseCmd() *cobra.Command {
 	var epoch int64
@@ -13,14 +9,19 @@ func (a *app) releaseCmd() *cobra.Command {
 		Short: "give a cell back: pending again, epoch kept",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, c, err := cellArg(argv[0])
+			w, cell, err := cellArg(argv[0])
 			if err != nil {
 				return err
 			}
 			if err := requireFlag(cmd, "epoch"); err != nil {
 				return err
 			}
-			return a.appendSimple("release", lease.EpochBody{CellRef: lease.CellRef{Wave: w, Cell: c}, Epoch: epoch}, nil)
+			c, err := a.client(true)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return a.emitAppended(c.Release(w, cell, epoch))
 		},
 	}
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease")

@@ -1,10 +1,6 @@
 package main
 
-import (
-	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/lease"
-)
+import "github.com/spf13/cobra"
 
 func (a *app) requeueCmd() *cobra.Command {
 	return &cobra.Command{
@@ -12,11 +8,16 @@ func (a *app) requeueCmd() *cobra.Command {
 		Short: "put a failed cell back to pending",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, c, err := cellArg(argv[0])
+			w, cell, err := cellArg(argv[0])
 			if err != nil {
 				return err
 			}
-			return a.appendSimple("requeue", lease.CellRef{Wave: w, Cell: c}, nil)
+			c, err := a.client(true)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return a.emitAppended(c.Requeue(w, cell))
 		},
 	}
 }

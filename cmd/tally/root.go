@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
-	"github.com/tally-dev/tally/ledger"
 )
 
 // app carries the global flags and the output streams of one invocation.
@@ -81,8 +81,17 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
-func (a *app) open() (*ledger.Ledger, error) {
-	return ledger.Open(a.dir, ledger.Options{Namespace: a.namespace})
+// client opens the repository as the acting actor; read-only commands pass
+// false and skip resolving an actor.
+func (a *app) client(acting bool) (*tally.Client, error) {
+	actor := ""
+	if acting {
+		var err error
+		if actor, err = a.actor(); err != nil {
+			return nil, err
+		}
+	}
+	return tally.Open(a.dir, tally.Options{Actor: actor, Namespace: a.namespace})
 }
 
 // actor resolves who is acting: --actor, $TALLY_ACTOR, then git's user.email.

@@ -28,41 +28,24 @@ clone's local tally directory until tally done puts it in a receipt. tally
 exits with the command's exit code.`,
 		Args: args(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, c, err := cellArg(argv[0])
+			w, cell, err := cellArg(argv[0])
 			if err != nil {
 				return err
 			}
 			if cmd.ArgsLenAtDash() != 1 {
 				return usageErr("put the command after --: tally run W/C -- CMD ARGS...")
 			}
-			actor, err := a.actor()
+			if !cmd.Flags().Changed("epoch") {
+				epoch = 0
+			}
+			c, err := a.client(true)
 			if err != nil {
 				return err
 			}
-			l, err := a.open()
+			defer c.Close()
+			ls, err := c.LiveLease(w, cell, epoch)
 			if err != nil {
 				return err
-			}
-			defer l.Close()
-			s, err := l.Head()
-			if err != nil {
-				return err
-			}
-			cell, err := lease.ReadCell(s, w, c)
-			if err != nil {
-				return err
-			}
-			ls := cell.Lease
-			switch {
-			case ls == nil:
-				return errs.New("LEASE-MISSING", "%s/%s has no lease; claim it first", w, c)
-			case ls.Actor != actor:
-				return errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", w, c, ls.Actor, actor).With("holder", ls.Actor)
-			case cmd.Flags().Changed("epoch") && ls.Epoch != epoch:
-				return errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", w, c, ls.Epoch, epoch).With("epoch", ls.Epoch)
-			}
-			if exp, err := chain.ParseTime(ls.ExpiresAt); err == nil && l.Now().After(exp) {
-				return errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", w, c, ls.ExpiresAt)
 			}
 			out, errOut := receipt.NewStreamDigest(), receipt.NewStreamDigest()
 			child := exec.Command(argv[1], argv[2:]...)
@@ -72,7 +55,7 @@ exits with the command's exit code.`,
 				stdout = io.Discard // stdout carries exactly one JSON object
 			}
 			child.Stdout, child.Stderr = io.MultiWriter(stdout, out), io.MultiWriter(stderr, errOut)
-			start := l.Now()
+			start := c.L.Now()
 			t0 := time.Now()
 			code := 0
 			if err := child.Run(); err != nil {
@@ -84,12 +67,12 @@ exits with the command's exit code.`,
 			}
 			ev := lease.Evidence{Argv: argv[1:], ExitCode: code, StartedAt: chain.FormatTime(start),
 				DurationMS: time.Since(t0).Milliseconds(), Stdout: out.Digest(), Stderr: errOut.Digest(), Epoch: ls.Epoch}
-			if err := receipt.SaveEvidence(l.LocalDir, w, c, ev); err != nil {
+			if err := c.RecordEvidence(w, cell, ev); err != nil {
 				return err
 			}
 			if err := a.emit(map[string]any{"evidence": ev}, func(io.Writer) {
 				// The command owns stdout; tally's own report goes to stderr.
-				fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit %d in %d ms\n", w, c, ls.Epoch, code, ev.DurationMS)
+				fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit %d in %d ms\n", w, cell, ls.Epoch, code, ev.DurationMS)
 			}); err != nil {
 				return err
 			}

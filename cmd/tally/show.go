@@ -1,23 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/lease"
 )
-
-// historyItem is one entry in a cell's history.
-type historyItem struct {
-	Seq   uint64          `json:"seq"`
-	TS    string          `json:"ts"`
-	Actor string          `json:"actor"`
-	Kind  string          `json:"kind"`
-	Body  json.RawMessage `json:"body"`
-}
 
 func (a *app) showCmd() *cobra.Command {
 	return &cobra.Command{
@@ -25,52 +13,41 @@ func (a *app) showCmd() *cobra.Command {
 		Short: "a cell, its lease and its history",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, c, err := cellArg(argv[0])
+			w, cell, err := cellArg(argv[0])
 			if err != nil {
 				return err
 			}
-			l, err := a.open()
+			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			s, err := l.Head()
+			defer c.Close()
+			v, err := c.Show(w, cell)
 			if err != nil {
 				return err
 			}
-			cell, err := lease.ReadCell(s, w, c)
-			if err != nil {
-				return err
-			}
-			var hist []historyItem
-			for _, seq := range cell.History {
-				e, _, _, err := s.Entry(seq)
-				if err != nil {
-					return err
-				}
-				hist = append(hist, historyItem{Seq: e.Seq, TS: e.TS, Actor: e.Actor, Kind: e.Kind, Body: e.Body})
-			}
-			return a.emit(map[string]any{"cell": cell, "history": hist}, func(out io.Writer) {
-				fmt.Fprintf(out, "%s/%s  %s  epoch %d", w, c, cell.State, cell.Epoch)
-				if cell.Title != "" {
-					fmt.Fprintf(out, "  %q", cell.Title)
+			return a.emit(v, func(out io.Writer) {
+				cl := v.Cell
+				fmt.Fprintf(out, "%s/%s  %s  epoch %d", cl.Wave, cl.ID, cl.State, cl.Epoch)
+				if cl.Title != "" {
+					fmt.Fprintf(out, "  %q", cl.Title)
 				}
 				fmt.Fprintln(out)
-				if len(cell.Deps) > 0 {
-					fmt.Fprintf(out, "deps: %v\n", cell.Deps)
+				if len(cl.Deps) > 0 {
+					fmt.Fprintf(out, "deps: %v\n", cl.Deps)
 				}
-				if len(cell.Paths) > 0 {
-					fmt.Fprintf(out, "paths: %v\n", cell.Paths)
+				if len(cl.Paths) > 0 {
+					fmt.Fprintf(out, "paths: %v\n", cl.Paths)
 				}
-				if l := cell.Lease; l != nil {
+				if l := cl.Lease; l != nil {
 					fmt.Fprintf(out, "lease: %s (pid %d on %s) epoch %d, acquired %s, heartbeat %s, expires %s, max hold %s\n",
 						l.Actor, l.PID, l.Host, l.Epoch, l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.MaxHoldUntil)
 				}
-				if cell.Reason != "" {
-					fmt.Fprintf(out, "failed: %s\n", cell.Reason)
+				if cl.Reason != "" {
+					fmt.Fprintf(out, "failed: %s\n", cl.Reason)
 				}
-				for _, h := range hist {
-					fmt.Fprintf(out, "  #%d %s %-10s %s %s\n", h.Seq, h.TS, h.Kind, h.Actor, h.Body)
+				for _, h := range v.History {
+					fmt.Fprintf(out, "  #%d %s %-8s %s %s\n", h.Seq, h.TS, h.Kind, h.Actor, h.Body)
 				}
 			})
 		},

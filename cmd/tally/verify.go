@@ -20,12 +20,12 @@ the next run checks only new entries; --full checks everything again.
 Exit 3 on any failure, naming the first bad seq and a reason code.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := a.open()
+			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			rep, err := l.Verify(full)
+			defer c.Close()
+			rep, err := c.Verify(full)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,227 @@
+package tally
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"path/filepath"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/receipt"
+)
+
+// static builds the same entry whatever the tip.
+func static(kind string, body any) ledger.BuildFunc {
+	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+		return &ledger.Draft{Kind: kind, Body: body}, nil
+	}
+}
+
+// InitResult is the outcome of Init.
+type InitResult struct {
+	Appended
+	Ref    string `json:"ref"`
+	Origin string `json:"origin"`
+}
+
+// Init writes the genesis entry. An empty origin gets a default naming the
+// repository plus a random suffix, so independently created ledgers differ.
+func (c *Client) Init(origin string) (*InitResult, error) {
+	if origin == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		name := c.L.Repo.WorkTree
+		if name == "" {
+			name = c.L.Repo.CommonDir
+		}
+		origin = "tally/" + filepath.Base(name) + "/" + hex.EncodeToString(b[:])
+	}
+	ap, err := c.append(static(chain.KindGenesis, chain.GenesisBody{Origin: origin}))
+	if err != nil {
+		return nil, err
+	}
+	return &InitResult{appendedOf(ap), c.L.Ref, origin}, nil
+}
+
+// Note appends an annotation.
+func (c *Client) Note(text string) (*Appended, error) {
+	return c.simple("note", lease.NoteBody{Text: text})
+}
+
+// PlanResult is the outcome of Plan.
+type PlanResult struct {
+	Appended
+	Wave  string `json:"wave"`
+	Cells int    `json:"cells"`
+}
+
+// Plan adds a wave; path patterns are normalized first.
+func (c *Client) Plan(body *lease.PlanBody) (*PlanResult, error) {
+	if err := lease.NormalizePlan(body); err != nil {
+		return nil, err
+	}
+	ap, err := c.simple("plan", body)
+	if err != nil {
+		return nil, err
+	}
+	return &PlanResult{*ap, body.Wave, len(body.Cells)}, nil
+}
+
+func (c *Client) simple(kind string, body any) (*Appended, error) {
+	ap, err := c.append(static(kind, body))
+	if err != nil {
+		return nil, err
+	}
+	r := appendedOf(ap)
+	return &r, nil
+}
+
+// ClaimOptions select what to claim and how.
+type ClaimOptions struct {
+	Wave, Cell  string // the cell, unless Next
+	Next        bool   // claim the first ready cell
+	NextWave    string // with Next: only this wave
+	TTL         int    // seconds; 0 means lease.TTLDefault
+	PID         int    // holder process for dead-holder takeover
+	Steal       bool   // take a lease past its max-hold time
+	ReclaimDead bool   // take a lease whose holder process on this host is gone
+}
+
+// LeaseResult is the outcome of an operation that grants or extends a lease.
+type LeaseResult struct {
+	Appended
+	lease.CellRef
+	*lease.Granted
+}
+
+// Claim claims a cell.
+func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
+	if o.Next == (o.Wave != "" || o.Cell != "") {
+		return nil, errs.New("USAGE", "give either a cell or next")
+	}
+	if o.Steal && o.ReclaimDead {
+		return nil, errs.New("USAGE", "steal and reclaim-dead exclude each other")
+	}
+	if o.TTL == 0 {
+		o.TTL = lease.TTLDefault
+	}
+	mode := lease.ModeClaim
+	switch {
+	case o.Steal:
+		mode = lease.ModeSteal
+	case o.ReclaimDead:
+		mode = lease.ModeReclaimDead
+	}
+	base := ""
+	if head, err := c.L.Repo.Head(); err == nil {
+		base = head.String()
+	}
+	var target lease.CellRef
+	ap, err := c.append(func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		b := lease.ClaimBody{CellRef: lease.CellRef{Wave: o.Wave, Cell: o.Cell}, TTL: o.TTL, PID: o.PID,
+			Host: c.host, Base: base, Mode: mode, Next: o.Next}
+		if o.Next {
+			cand, err := lease.Next(s, o.NextWave, now)
+			if err != nil {
+				return nil, err
+			}
+			if cand == nil {
+				return nil, errs.New("NO-READY-CELL", "no cell is claimable now")
+			}
+			b.CellRef = lease.CellRef{Wave: cand.Wave, Cell: cand.Cell}
+		}
+		if mode == lease.ModeReclaimDead {
+			b.Dead = deadHolderEvidence(s, b)
+		}
+		target = b.CellRef
+		return &ledger.Draft{Kind: "claim", Body: b}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &LeaseResult{appendedOf(ap), target, ap.Result.Effect.(*lease.Granted)}, nil
+}
+
+// deadHolderEvidence checks, on this host, whether the current holder of the
+// cell is still running. It returns evidence only when it is not; the rules
+// accept a reclaim-dead claim only with that evidence.
+func deadHolderEvidence(s *ledger.Snapshot, b lease.ClaimBody) *lease.DeadPeer {
+	cell, err := lease.ReadCell(s, b.Wave, b.Cell)
+	if err != nil || cell.Lease == nil || cell.Lease.Host != b.Host || ProcessAlive(cell.Lease.PID) {
+		return nil
+	}
+	l := cell.Lease
+	return &lease.DeadPeer{Actor: l.Actor, Epoch: l.Epoch, Host: l.Host, PID: l.PID, Alive: false}
+}
+
+// Renew extends the actor's lease; ttl 0 keeps the lease's current TTL.
+func (c *Client) Renew(wave, cell string, epoch int64, ttl int) (*LeaseResult, error) {
+	ref := lease.CellRef{Wave: wave, Cell: cell}
+	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
+		b := lease.RenewBody{EpochBody: lease.EpochBody{CellRef: ref, Epoch: epoch}, TTL: ttl}
+		if ttl == 0 {
+			b.TTL = lease.TTLDefault
+			if cl, err := lease.ReadCell(s, wave, cell); err == nil && cl.Lease != nil {
+				b.TTL = cl.Lease.TTLSeconds
+			}
+		}
+		return &ledger.Draft{Kind: "renew", Body: b}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &LeaseResult{appendedOf(ap), ref, ap.Result.Effect.(*lease.Granted)}, nil
+}
+
+// Release gives a cell back (pending again, epoch kept).
+func (c *Client) Release(wave, cell string, epoch int64) (*Appended, error) {
+	return c.simple("release", lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch})
+}
+
+// Fail marks the actor's claimed cell failed.
+func (c *Client) Fail(wave, cell string, epoch int64, reason string) (*Appended, error) {
+	return c.simple("fail", lease.FailBody{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}, Reason: reason})
+}
+
+// Requeue puts a failed cell back to pending.
+func (c *Client) Requeue(wave, cell string) (*Appended, error) {
+	return c.simple("requeue", lease.CellRef{Wave: wave, Cell: cell})
+}
+
+// DoneResult is the outcome of Done.
+type DoneResult struct {
+	Appended
+	Receipt *lease.ReceiptRef `json:"receipt"`
+	Note    string            `json:"note"` // the notes ref, or why the note was not written
+}
+
+// Done finishes the actor's cell with a receipt, then points a git note on the
+// receipted commit at it. The receipt is the record; the note is a
+// convenience, so failing to write it is reported, not fatal.
+func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
+	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
+		body, err := receipt.Build(c.L, s, req)
+		if err != nil {
+			return nil, err
+		}
+		return &ledger.Draft{Kind: "done", Body: body}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ref := ap.Result.Effect.(*lease.ReceiptRef)
+	receipt.ClearEvidence(c.L.LocalDir, req.Wave, req.Cell, req.Epoch)
+	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef}
+	commit, _ := gitstore.ParseObjectID(ref.Commit)
+	ts, _ := chain.ParseTime(ap.Entry.TS)
+	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: ts.Unix(), TZ: "+0000"}
+	line := receipt.NoteLine(ap.Meta.Origin, ap.Entry.Seq, ap.Hash.String(), ref.Wave+"/"+ref.Cell, ref.Epoch)
+	if err := receipt.AddNote(c.L.Repo, filepath.Join(c.L.LocalDir, "notes.lock"), commit, line, who); err != nil {
+		res.Note = "not written: " + err.Error()
+	}
+	return res, nil
+}

@@ -1,0 +1,191 @@
+package tally
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/receipt"
+)
+
+// CellStatus is one cell in a status view.
+type CellStatus struct {
+	Cell        string `json:"cell"`
+	State       string `json:"state"`
+	Epoch       int64  `json:"epoch"`
+	Holder      string `json:"holder,omitempty"`
+	ExpiresAt   string `json:"expires_at,omitempty"`
+	SecondsLeft *int64 `json:"seconds_left,omitempty"`
+	Ready       bool   `json:"ready"`
+}
+
+// WaveStatus is one wave in a status view.
+type WaveStatus struct {
+	Wave   string         `json:"wave"`
+	Counts map[string]int `json:"counts"`
+	Cells  []CellStatus   `json:"cells"`
+}
+
+// Status lists the cells of one wave (all waves if wave is ""): claimed cells
+// first, the soonest to expire at the top, then the rest in plan order.
+func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
+	s, err := c.L.Head()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	now := c.L.Now()
+	waves, err := c.waves(s, wave)
+	if err != nil {
+		return nil, now, err
+	}
+	out := []WaveStatus{}
+	for _, w := range waves {
+		wv, err := lease.ReadWave(s, w)
+		if err != nil {
+			return nil, now, err
+		}
+		cells, err := lease.Cells(s, w)
+		if err != nil {
+			return nil, now, err
+		}
+		ready, err := lease.Ready(s, w, now, 0)
+		if err != nil {
+			return nil, now, err
+		}
+		isReady := map[string]bool{}
+		for _, r := range ready {
+			isReady[r.Cell] = true
+		}
+		ws := WaveStatus{Wave: w, Counts: wv.Counts, Cells: []CellStatus{}}
+		for _, cl := range cells {
+			cs := CellStatus{Cell: cl.ID, State: cl.State, Epoch: cl.Epoch, Ready: isReady[cl.ID]}
+			if cl.Lease != nil {
+				cs.Holder, cs.ExpiresAt = cl.Lease.Actor, cl.Lease.ExpiresAt
+				if t, err := chain.ParseTime(cl.Lease.ExpiresAt); err == nil {
+					left := int64(t.Sub(now) / time.Second)
+					cs.SecondsLeft = &left
+				}
+			}
+			ws.Cells = append(ws.Cells, cs)
+		}
+		sort.SliceStable(ws.Cells, func(i, j int) bool {
+			ci, cj := ws.Cells[i], ws.Cells[j]
+			if (ci.Holder != "") != (cj.Holder != "") {
+				return ci.Holder != ""
+			}
+			return ci.ExpiresAt < cj.ExpiresAt
+		})
+		out = append(out, ws)
+	}
+	return out, now, nil
+}
+
+func (c *Client) waves(s *ledger.Snapshot, wave string) ([]string, error) {
+	if wave != "" {
+		return []string{wave}, nil
+	}
+	p, err := lease.ReadPlan(s)
+	if err != nil {
+		return nil, err
+	}
+	return p.Waves, nil
+}
+
+// Next lists the cells claimable now, in the order claim --next takes them.
+func (c *Client) Next(wave string) ([]lease.Candidate, error) {
+	s, err := c.L.Head()
+	if err != nil {
+		return nil, err
+	}
+	waves, err := c.waves(s, wave)
+	if err != nil {
+		return nil, err
+	}
+	out := []lease.Candidate{}
+	for _, w := range waves {
+		r, err := lease.Ready(s, w, c.L.Now(), 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r...)
+	}
+	return out, nil
+}
+
+// HistoryItem is one entry in a cell's history.
+type HistoryItem struct {
+	Seq   uint64          `json:"seq"`
+	TS    string          `json:"ts"`
+	Actor string          `json:"actor"`
+	Kind  string          `json:"kind"`
+	Body  json.RawMessage `json:"body"`
+}
+
+// CellView is a cell with its history.
+type CellView struct {
+	Cell    *lease.Cell   `json:"cell"`
+	History []HistoryItem `json:"history"`
+}
+
+// Show returns a cell, its lease and its history.
+func (c *Client) Show(wave, cell string) (*CellView, error) {
+	s, err := c.L.Head()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := lease.ReadCell(s, wave, cell)
+	if err != nil {
+		return nil, err
+	}
+	v := &CellView{Cell: cl, History: []HistoryItem{}}
+	for _, seq := range cl.History {
+		e, _, _, err := s.Entry(seq)
+		if err != nil {
+			return nil, err
+		}
+		v.History = append(v.History, HistoryItem{Seq: e.Seq, TS: e.TS, Actor: e.Actor, Kind: e.Kind, Body: e.Body})
+	}
+	return v, nil
+}
+
+// Log returns the last n entries, newest first (all with n <= 0).
+func (c *Client) Log(n int) ([]ledger.LogEntry, error) { return c.L.Log(n) }
+
+// Verify verifies the ledger (incrementally unless full).
+func (c *Client) Verify(full bool) (*ledger.Report, error) { return c.L.Verify(full) }
+
+// LiveLease returns the actor's live lease on a cell, checking the epoch if
+// epoch > 0: what `tally run` records evidence under.
+func (c *Client) LiveLease(wave, cell string, epoch int64) (*lease.Lease, error) {
+	s, err := c.L.Head()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := lease.ReadCell(s, wave, cell)
+	if err != nil {
+		return nil, err
+	}
+	l := cl.Lease
+	switch {
+	case l == nil:
+		return nil, errs.New("LEASE-MISSING", "%s/%s has no lease; claim it first", wave, cell)
+	case l.Actor != c.Actor:
+		return nil, errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", wave, cell, l.Actor, c.Actor).With("holder", l.Actor)
+	case epoch > 0 && l.Epoch != epoch:
+		return nil, errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", wave, cell, l.Epoch, epoch).With("epoch", l.Epoch)
+	}
+	if exp, err := chain.ParseTime(l.ExpiresAt); err == nil && c.L.Now().After(exp) {
+		return nil, errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", wave, cell, l.ExpiresAt).With("expires_at", l.ExpiresAt)
+	}
+	return l, nil
+}
+
+// RecordEvidence stores evidence of a run under the actor's live lease until
+// a receipt takes it.
+func (c *Client) RecordEvidence(wave, cell string, ev lease.Evidence) error {
+	return receipt.SaveEvidence(c.L.LocalDir, wave, cell, ev)
+}
