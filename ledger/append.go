@@ -44,8 +44,23 @@ const (
 // backoff; when attempts run out the error is CONFLICT. The entry is
 // acknowledged (returned) only once the objects and the ref are durable.
 func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
+	out, err := l.AppendBatch(actor, []BuildFunc{build})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// AppendBatch appends several entries, each built on the state the previous
+// one leaves, with one pack and one compare-and-swap: all of them land or
+// none does. It is how bulk work (benchmarks, sync) avoids paying for
+// durability once per entry.
+func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, error) {
 	if err := chain.ValidActor(actor); err != nil {
 		return nil, errs.New("USAGE", "%v", err)
+	}
+	if len(builds) == 0 {
+		return nil, errs.New("USAGE", "nothing to append")
 	}
 	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
 	if err != nil {
@@ -57,7 +72,7 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 	defer wl.Release()
 	pause := time.Millisecond
 	for attempt := 0; attempt < appendAttempts; attempt++ {
-		out, err := l.tryAppend(wl, actor, build)
+		out, err := l.tryAppend(wl, actor, builds)
 		if !errors.Is(err, gitstore.ErrRefChanged) {
 			if err == nil {
 				l.maybePack()
@@ -70,12 +85,12 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 	return nil, errs.New("CONFLICT", "%s kept changing; gave up after %d attempts", l.Ref, appendAttempts)
 }
 
-func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, build BuildFunc) (*Appended, error) {
-	p, err := l.prepare(actor, build)
+func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []BuildFunc) ([]*Appended, error) {
+	out, parent, pw, err := l.prepare(actor, builds)
 	if err != nil {
 		return nil, err
 	}
-	pack, err := l.Repo.UpdateRefWithPack(wl, l.Ref, p.Parent, p.Commit, p.pw)
+	pack, err := l.Repo.UpdateRefWithPack(wl, l.Ref, parent, out[len(out)-1].Commit, pw)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrRefLocked) {
 			return nil, errs.Wrap("REF-LOCKED", err, "update %s", l.Ref)
@@ -88,15 +103,14 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, build BuildFun
 	if db, err := l.Repo.Objects(); err == nil {
 		db.AddPack(pack)
 	}
-	return &p.Appended, nil
+	return out, nil
 }
 
 // Prepared is an entry built on the current tip, with the objects of its
-// commit ready to write, but not on the ref.
+// commit written, but not on the ref.
 type Prepared struct {
 	Appended
 	Parent gitstore.ObjectID // the tip it was built on (zero for genesis)
-	pw     *gitstore.PackWriter
 }
 
 // Prepare builds the next entry on the current tip and writes its objects
@@ -106,25 +120,45 @@ func (l *Ledger) Prepare(actor string, build BuildFunc) (*Prepared, error) {
 	if err := chain.ValidActor(actor); err != nil {
 		return nil, errs.New("USAGE", "%v", err)
 	}
-	p, err := l.prepare(actor, build)
+	out, parent, pw, err := l.prepare(actor, []BuildFunc{build})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := p.pw.WriteTo(l.Repo.ObjectDir); err != nil {
+	if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return &Prepared{Appended: *out[0], Parent: parent}, nil
 }
 
-func (l *Ledger) prepare(actor string, build BuildFunc) (*Prepared, error) {
+// prepare builds entries on the current tip, each on the state the previous
+// one leaves, and returns them with the tip and the objects to write.
+func (l *Ledger) prepare(actor string, builds []BuildFunc) ([]*Appended, gitstore.ObjectID, *gitstore.PackWriter, error) {
 	tip, err := l.Tip()
 	if err != nil {
-		return nil, err
+		return nil, tip, nil, err
 	}
 	snap, err := l.SnapshotAt(tip)
 	if err != nil {
-		return nil, err
+		return nil, tip, nil, err
 	}
+	pw := gitstore.NewPackWriter()
+	parent := tip
+	var out []*Appended
+	for _, build := range builds {
+		ap, err := l.build(snap, parent, actor, build, pw)
+		if err != nil {
+			return nil, tip, nil, err
+		}
+		out = append(out, ap)
+		parent = ap.Commit
+		snap.Commit, snap.Meta = ap.Commit, ap.Meta
+	}
+	return out, tip, pw, nil
+}
+
+// build builds one entry on snap (whose tree it advances) with parent as the
+// commit's parent, adding the new objects to pw.
+func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, build BuildFunc, pw *gitstore.PackWriter) (*Appended, error) {
 	now := l.now().UTC()
 	if last, err := chain.ParseTime(snap.Meta.TS); err == nil && now.Before(last) {
 		now = last // entry time never goes backwards, whatever this machine's clock says
@@ -133,8 +167,8 @@ func (l *Ledger) prepare(actor string, build BuildFunc) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	if (draft.Kind == chain.KindGenesis) != tip.IsZero() {
-		if tip.IsZero() {
+	if (draft.Kind == chain.KindGenesis) != parent.IsZero() {
+		if parent.IsZero() {
 			return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
 		}
 		return nil, errs.New("ALREADY-INITIALIZED", "%s already holds a ledger", l.Ref)
@@ -153,14 +187,12 @@ func (l *Ledger) prepare(actor string, build BuildFunc) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	pw := gitstore.NewPackWriter()
 	tree, err := snap.Tree.Hash(pw)
 	if err != nil {
 		return nil, err
 	}
-	commit := CommitFor(applied, tree, tip)
-	id := pw.Add(gitstore.CommitObject, commit.Encode())
-	return &Prepared{Appended: Appended{Applied: *applied, Commit: id}, Parent: tip, pw: pw}, nil
+	id := pw.Add(gitstore.CommitObject, CommitFor(applied, tree, parent).Encode())
+	return &Appended{Applied: *applied, Commit: id}, nil
 }
 
 func newNonce() string {

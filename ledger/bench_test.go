@@ -39,3 +39,26 @@ func BenchmarkAppendNote(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkAppendBatch(b *testing.B) {
+	dir := testrepo.New(b)
+	l, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.WaitMaintenance)
+	if _, err := l.Append("bench", genesis()); err != nil {
+		b.Fatal(err)
+	}
+	builds := make([]ledger.BuildFunc, 1000)
+	for i := range builds {
+		builds[i] = note("x")
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.AppendBatch("bench", builds); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(builds)), "ns/entry")
+}
