@@ -6,18 +6,26 @@ package tally
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/identity"
 	"github.com/tally-dev/tally/ledger"
 )
 
 // Options configure Open.
 type Options struct {
-	// Actor is who acts; required for operations that append.
+	// Actor is who acts; required for operations that append. Empty means
+	// $TALLY_ACTOR, else git's user.email.
 	Actor string
 	// Namespace is the ref namespace (default refs/tally).
 	Namespace string
+	// SigningKey is an OpenSSH ed25519 private key file that signs every
+	// ledger commit. Empty means $TALLY_SIGNING_KEY, else git's
+	// user.signingkey when gpg.format is ssh, else no signing.
+	SigningKey string
 }
 
 // Client operates on one repository's ledger as one actor.
@@ -38,7 +46,40 @@ func Open(dir string, opt Options) (*Client, error) {
 		l.Close()
 		return nil, err
 	}
-	return &Client{L: l, Actor: opt.Actor, host: host}, nil
+	c := &Client{L: l, Actor: opt.Actor, host: host}
+	if c.Actor == "" {
+		c.Actor = os.Getenv("TALLY_ACTOR")
+	}
+	if c.Actor == "" {
+		c.Actor, _ = l.Repo.ConfigValue("user.email")
+	}
+	key := opt.SigningKey
+	if key == "" {
+		key = os.Getenv("TALLY_SIGNING_KEY")
+	}
+	if format, _ := l.Repo.ConfigValue("gpg.format"); key == "" && format == "ssh" {
+		key, _ = l.Repo.ConfigValue("user.signingkey")
+	}
+	if key != "" {
+		if l.Signer, err = loadSigner(key); err != nil {
+			l.Close()
+			return nil, errs.New("USAGE", "signing key: %v", err)
+		}
+	}
+	return c, nil
+}
+
+// loadSigner reads a signing key named like git's user.signingkey: a path,
+// possibly starting with ~/, to a private key or to its .pub beside it.
+func loadSigner(path string) (*identity.Signer, error) {
+	if rest, ok := strings.CutPrefix(path, "~/"); ok {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, err
+		}
+		path = filepath.Join(home, rest)
+	}
+	return identity.LoadSigner(strings.TrimSuffix(path, ".pub"))
 }
 
 // Close releases the repository.

@@ -88,6 +88,12 @@ func Apply(state chain.KV, e *chain.Entry) (*Result, error) {
 		summary, err = r.requeue()
 	case "done":
 		summary, effect, err = r.done()
+	case "policy":
+		summary, err = r.policy()
+	case "keys":
+		summary, err = r.keys()
+	case "anchor":
+		summary, err = r.anchor()
 	default:
 		err = errs.New("USAGE", "unknown entry kind %q", e.Kind)
 	}

@@ -183,6 +183,10 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err != nil {
 		return nil, err
 	}
+	sig, err := sigRuleAt(snap.Tree, actor)
+	if err != nil {
+		return nil, err
+	}
 	applied, err := Step(snap.Tree, raw)
 	if err != nil {
 		return nil, err
@@ -191,7 +195,18 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err != nil {
 		return nil, err
 	}
-	id := pw.Add(gitstore.CommitObject, CommitFor(applied, tree, parent).Encode())
+	commit := CommitFor(applied, tree, parent)
+	if l.Signer != nil {
+		if commit.Signature, err = l.Signer.SignCommit(commit.Payload()); err != nil {
+			return nil, err
+		}
+	}
+	// The writer refuses what verify would: an unsigned entry where signatures
+	// are required, or one signed with a key not registered for the actor.
+	if err := sig.check(commit); err != nil {
+		return nil, err
+	}
+	id := pw.Add(gitstore.CommitObject, commit.Encode())
 	return &Appended{Applied: *applied, Commit: id}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/identity"
 )
 
 // DefaultNamespace is the ref prefix of a ledger; the ledger itself is
@@ -38,7 +39,9 @@ type Ledger struct {
 	// record, pending evidence). It lives in the common git directory, so every
 	// linked worktree of a clone shares it.
 	LocalDir string
-	now      func() time.Time
+	// Signer, if set, signs every ledger commit this process appends.
+	Signer *identity.Signer
+	now    func() time.Time
 
 	repacking chan struct{} // closed when a background repack started here ends
 }

@@ -169,6 +169,10 @@ func (v *verifier) check(w walked) error {
 	if _, err := chain.Decode(raw); errors.Is(err, chain.ErrNonCanonical) {
 		return v.fail("NONCANONICAL", "stored bytes are not canonical JSON")
 	}
+	sig, err := sigRuleAt(v.tree, c.Author.Name)
+	if err != nil {
+		return v.fail("CORRUPT", "%v", err)
+	}
 	trailers := gitstore.Trailers(c.Message)
 	if trailers["Tally-Entry"] != chain.EntryHash(raw).String() {
 		return v.fail("HASH-MISMATCH", "entry hashes to %s, commit %s records %q", chain.EntryHash(raw), w.id, trailers["Tally-Entry"])
@@ -192,6 +196,10 @@ func (v *verifier) check(w walked) error {
 	want := CommitFor(applied, tree, v.parent)
 	if string(want.Payload()) != string(c.Payload()) {
 		return v.fail("COMMIT-MISMATCH", "commit %s does not match its entry (author, committer, message or trailers)", w.id)
+	}
+	if err := sig.check(c); err != nil {
+		e := errs.From(err)
+		return v.fail(e.Code, "%s", e.Message)
 	}
 	v.pos++
 	v.parent = w.id

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 
@@ -22,6 +20,7 @@ type app struct {
 	jsonOut   bool
 	actorFlag string
 	namespace string
+	signKey   string
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -60,11 +59,13 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print exactly one JSON object on stdout")
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting (else $TALLY_ACTOR, else git user.email)")
 	root.PersistentFlags().StringVar(&a.namespace, "namespace", "", "ref namespace of the ledger (default refs/tally, or $TALLY_NAMESPACE)")
+	root.PersistentFlags().StringVar(&a.signKey, "sign-key", "", "sign ledger commits with this OpenSSH ed25519 private key `FILE` (else $TALLY_SIGNING_KEY, else git's user.signingkey when gpg.format=ssh)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.New("USAGE", "%v", err) })
 	for _, c := range []*cobra.Command{
 		a.initCmd(), a.noteCmd(), a.logCmd(), a.verifyCmd(),
 		a.planCmd(), a.claimCmd(), a.renewCmd(), a.releaseCmd(), a.failCmd(), a.requeueCmd(), a.doneCmd(),
 		a.statusCmd(), a.showCmd(), a.nextCmd(), a.runCmd(), a.demoCmd(), a.gcCmd(),
+		a.policyCmd(), a.keysCmd(),
 	} {
 		root.AddCommand(c)
 	}
@@ -81,32 +82,18 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
-// client opens the repository as the acting actor; read-only commands pass
-// false and skip resolving an actor.
+// client opens the repository; commands that append pass acting and are
+// refused early when no actor can be found.
 func (a *app) client(acting bool) (*tally.Client, error) {
-	actor := ""
-	if acting {
-		var err error
-		if actor, err = a.actor(); err != nil {
-			return nil, err
-		}
+	c, err := tally.Open(a.dir, tally.Options{Actor: a.actorFlag, Namespace: a.namespace, SigningKey: a.signKey})
+	if err != nil {
+		return nil, err
 	}
-	return tally.Open(a.dir, tally.Options{Actor: actor, Namespace: a.namespace})
-}
-
-// actor resolves who is acting: --actor, $TALLY_ACTOR, then git's user.email.
-func (a *app) actor() (string, error) {
-	if a.actorFlag != "" {
-		return a.actorFlag, nil
+	if acting && c.Actor == "" {
+		c.Close()
+		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
-	if s := os.Getenv("TALLY_ACTOR"); s != "" {
-		return s, nil
-	}
-	out, err := exec.Command("git", "-C", a.dir, "config", "user.email").Output()
-	if s := strings.TrimSpace(string(out)); err == nil && s != "" {
-		return s, nil
-	}
-	return "", errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
+	return c, nil
 }
 
 // emit prints a successful result: with --json exactly one object with

@@ -1,0 +1,58 @@
+package ledger
+
+import (
+	"errors"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/identity"
+	"github.com/tally-dev/tally/lease"
+)
+
+// sigRule is what the state before an entry says about its commit signature:
+// whether one is required and which keys of the entry's actor may make it.
+type sigRule struct {
+	actor    string
+	required bool
+	keys     []string
+}
+
+// sigRuleAt reads the signature rule for actor from the state before an entry.
+func sigRuleAt(st chain.KV, actor string) (*sigRule, error) {
+	p, err := lease.ReadPolicy(st)
+	if err != nil {
+		return nil, err
+	}
+	k, err := lease.ReadKeys(st, actor)
+	if err != nil {
+		return nil, err
+	}
+	return &sigRule{actor: actor, required: p.RequireSignatures, keys: k.Active()}, nil
+}
+
+// check applies the rule to a ledger commit. A signature is checked whenever
+// the actor has registered keys; it is required when the policy says so. An
+// actor without keys can sign nothing verifiably, which only matters when
+// signatures are required.
+func (r *sigRule) check(c *gitstore.Commit) error {
+	if c.Signature == "" {
+		if r.required {
+			return errs.New("UNSIGNED", "signatures are required and the commit of %s's entry is not signed", r.actor)
+		}
+		return nil
+	}
+	if len(r.keys) == 0 {
+		if r.required {
+			return errs.New("BAD-SIGNATURE", "%s has no registered key to check the signature against", r.actor)
+		}
+		return nil
+	}
+	if _, err := identity.VerifyCommit(c.Payload(), c.Signature, r.keys); err != nil {
+		if errors.Is(err, identity.ErrBadSignature) {
+			return errs.New("BAD-SIGNATURE", "entry of %s: %v", r.actor, err)
+		}
+		return err
+	}
+	return nil
+}
