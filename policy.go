@@ -10,7 +10,7 @@ import (
 
 // Policy returns the policy in force at the tip.
 func (c *Client) Policy() (*lease.Policy, error) {
-	s, err := c.L.Head()
+	s, err := c.head()
 	if err != nil {
 		return nil, err
 	}
@@ -22,7 +22,7 @@ func (c *Client) SetPolicy(p lease.PolicySet) (*Appended, error) { return c.simp
 
 // Keys returns the keys registered for an actor.
 func (c *Client) Keys(actor string) (*lease.ActorKeys, error) {
-	s, err := c.L.Head()
+	s, err := c.head()
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +46,7 @@ func (c *Client) RotateKey(actor, oldKey, newKey string) ([]Appended, error) {
 	if bodies[1].Key, _, err = identity.NormalizeKey(oldKey); err != nil {
 		return nil, errs.New("USAGE", "old key: %v", err)
 	}
-	if c.Actor == "" {
-		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
-	}
-	aps, err := c.L.AppendBatch(c.Actor, []ledger.BuildFunc{static("keys", bodies[0]), static("keys", bodies[1])})
+	aps, err := c.appendBatch([]ledger.BuildFunc{static("keys", bodies[0]), static("keys", bodies[1])})
 	if err != nil {
 		return nil, err
 	}

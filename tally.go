@@ -22,6 +22,12 @@ type Options struct {
 	Actor string
 	// Namespace is the ref namespace (default refs/tally).
 	Namespace string
+	// Remote, if set, makes the named git remote (or URL) the point of truth:
+	// appends are compare-and-swap pushes there, views read its ledger.
+	// Empty means git config tally.remote, unless Local is set.
+	Remote string
+	// Local ignores tally.remote.
+	Local bool
 	// SigningKey is an OpenSSH ed25519 private key file that signs every
 	// ledger commit. Empty means $TALLY_SIGNING_KEY, else git's
 	// user.signingkey when gpg.format is ssh, else no signing.
@@ -30,9 +36,10 @@ type Options struct {
 
 // Client operates on one repository's ledger as one actor.
 type Client struct {
-	L     *ledger.Ledger
-	Actor string
-	host  string
+	L      *ledger.Ledger
+	Actor  string
+	Remote string // "" for local mode
+	host   string
 }
 
 // Open opens the ledger of the repository containing dir.
@@ -46,7 +53,10 @@ func Open(dir string, opt Options) (*Client, error) {
 		l.Close()
 		return nil, err
 	}
-	c := &Client{L: l, Actor: opt.Actor, host: host}
+	c := &Client{L: l, Actor: opt.Actor, Remote: opt.Remote, host: host}
+	if c.Remote == "" && !opt.Local {
+		c.Remote, _ = l.Repo.ConfigValue("tally.remote")
+	}
 	if c.Actor == "" {
 		c.Actor = os.Getenv("TALLY_ACTOR")
 	}
@@ -102,10 +112,37 @@ func appendedOf(ap *ledger.Appended) Appended {
 	return Appended{Entry: EntryRef{ap.Entry.Seq, ap.Hash}, Commit: ap.Commit.String(), Summary: ap.Result.Summary}
 }
 
-// append appends an entry as the client's actor.
+// append appends an entry as the client's actor, locally or through the remote.
 func (c *Client) append(build ledger.BuildFunc) (*ledger.Appended, error) {
+	out, err := c.appendBatch([]ledger.BuildFunc{build})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+func (c *Client) appendBatch(builds []ledger.BuildFunc) ([]*ledger.Appended, error) {
 	if c.Actor == "" {
 		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
-	return c.L.Append(c.Actor, build)
+	if c.Remote != "" {
+		return c.L.AppendRemote(c.Remote, c.Actor, builds)
+	}
+	return c.L.AppendBatch(c.Actor, builds)
+}
+
+// head returns the state views read: the local tip, or in remote mode the
+// remote's tip, fetched and verified.
+func (c *Client) head() (*ledger.Snapshot, error) {
+	if c.Remote == "" {
+		return c.L.Head()
+	}
+	tip, err := c.L.FetchRemote(c.Remote)
+	if err != nil {
+		return nil, err
+	}
+	if tip.IsZero() {
+		return nil, errs.New("NOT-INITIALIZED", "remote %s has no ledger at %s", c.Remote, c.L.Ref)
+	}
+	return c.L.SnapshotAt(tip)
 }

@@ -33,7 +33,7 @@ type WaveStatus struct {
 // Status lists the cells of one wave (all waves if wave is ""): claimed cells
 // first, the soonest to expire at the top, then the rest in plan order.
 func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
-	s, err := c.L.Head()
+	s, err := c.head()
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -97,7 +97,7 @@ func (c *Client) waves(s *ledger.Snapshot, wave string) ([]string, error) {
 
 // Next lists the cells claimable now, in the order claim --next takes them.
 func (c *Client) Next(wave string) ([]lease.Candidate, error) {
-	s, err := c.L.Head()
+	s, err := c.head()
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ type CellView struct {
 
 // Show returns a cell, its lease and its history.
 func (c *Client) Show(wave, cell string) (*CellView, error) {
-	s, err := c.L.Head()
+	s, err := c.head()
 	if err != nil {
 		return nil, err
 	}
@@ -153,15 +153,27 @@ func (c *Client) Show(wave, cell string) (*CellView, error) {
 }
 
 // Log returns the last n entries, newest first (all with n <= 0).
-func (c *Client) Log(n int) ([]ledger.LogEntry, error) { return c.L.Log(n) }
+func (c *Client) Log(n int) ([]ledger.LogEntry, error) {
+	s, err := c.head()
+	if err != nil {
+		return nil, err
+	}
+	return c.L.LogFrom(s.Commit, n)
+}
 
-// Verify verifies the ledger (incrementally unless full).
-func (c *Client) Verify(full bool) (*ledger.Report, error) { return c.L.Verify(full) }
+// Verify verifies the ledger (incrementally unless full): the local one, or
+// in remote mode the remote's.
+func (c *Client) Verify(full bool) (*ledger.Report, error) {
+	if c.Remote == "" {
+		return c.L.Verify(full)
+	}
+	return c.L.VerifyRemote(c.Remote, full)
+}
 
 // LiveLease returns the actor's live lease on a cell, checking the epoch if
 // epoch > 0: what `tally run` records evidence under.
 func (c *Client) LiveLease(wave, cell string, epoch int64) (*lease.Lease, error) {
-	s, err := c.L.Head()
+	s, err := c.head()
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,9 @@ import (
 type Draft struct {
 	Kind string
 	Body any
+	// Actor, if set, replaces the appender's actor (sync rebuilding entries
+	// that other local actors wrote).
+	Actor string
 }
 
 // BuildFunc decides the entry to append given the current tip state and the
@@ -86,7 +89,11 @@ func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, err
 }
 
 func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []BuildFunc) ([]*Appended, error) {
-	out, parent, pw, err := l.prepare(actor, builds)
+	tip, err := l.Tip()
+	if err != nil {
+		return nil, err
+	}
+	out, parent, pw, err := l.prepareOn(tip, actor, builds)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +127,11 @@ func (l *Ledger) Prepare(actor string, build BuildFunc) (*Prepared, error) {
 	if err := chain.ValidActor(actor); err != nil {
 		return nil, errs.New("USAGE", "%v", err)
 	}
-	out, parent, pw, err := l.prepare(actor, []BuildFunc{build})
+	tip, err := l.Tip()
+	if err != nil {
+		return nil, err
+	}
+	out, parent, pw, err := l.prepareOn(tip, actor, []BuildFunc{build})
 	if err != nil {
 		return nil, err
 	}
@@ -130,13 +141,9 @@ func (l *Ledger) Prepare(actor string, build BuildFunc) (*Prepared, error) {
 	return &Prepared{Appended: *out[0], Parent: parent}, nil
 }
 
-// prepare builds entries on the current tip, each on the state the previous
-// one leaves, and returns them with the tip and the objects to write.
-func (l *Ledger) prepare(actor string, builds []BuildFunc) ([]*Appended, gitstore.ObjectID, *gitstore.PackWriter, error) {
-	tip, err := l.Tip()
-	if err != nil {
-		return nil, tip, nil, err
-	}
+// prepareOn builds entries on tip, each on the state the previous one
+// leaves, and returns them with tip and the objects to write.
+func (l *Ledger) prepareOn(tip gitstore.ObjectID, actor string, builds []BuildFunc) ([]*Appended, gitstore.ObjectID, *gitstore.PackWriter, error) {
 	snap, err := l.SnapshotAt(tip)
 	if err != nil {
 		return nil, tip, nil, err
@@ -167,6 +174,9 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err != nil {
 		return nil, err
 	}
+	if draft.Actor != "" {
+		actor = draft.Actor
+	}
 	if (draft.Kind == chain.KindGenesis) != parent.IsZero() {
 		if parent.IsZero() {
 			return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
@@ -187,6 +197,12 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err != nil {
 		return nil, err
 	}
+	// Refuse up front what verify would refuse: an unsigned entry where
+	// signatures are required, or one signed with a key not registered for
+	// the actor. (Step below changes the tree, so every refusal comes first.)
+	if err := sig.checkSigner(l.Signer); err != nil {
+		return nil, err
+	}
 	applied, err := Step(snap.Tree, raw)
 	if err != nil {
 		return nil, err
@@ -200,11 +216,6 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 		if commit.Signature, err = l.Signer.SignCommit(commit.Payload()); err != nil {
 			return nil, err
 		}
-	}
-	// The writer refuses what verify would: an unsigned entry where signatures
-	// are required, or one signed with a key not registered for the actor.
-	if err := sig.check(commit); err != nil {
-		return nil, err
 	}
 	id := pw.Add(gitstore.CommitObject, commit.Encode())
 	return &Appended{Applied: *applied, Commit: id}, nil

@@ -19,13 +19,18 @@ type LogEntry struct {
 	Commit  string     `json:"commit"`
 }
 
-// Log returns the last n entries (all with n <= 0), newest first. It reads
-// what the commits say; verify is what checks them.
+// Log returns the last n entries (all with n <= 0) of the local ledger,
+// newest first. It reads what the commits say; verify is what checks them.
 func (l *Ledger) Log(n int) ([]LogEntry, error) {
 	tip, err := l.Tip()
 	if err != nil {
 		return nil, err
 	}
+	return l.LogFrom(tip, n)
+}
+
+// LogFrom is Log starting at the ledger commit tip.
+func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int) ([]LogEntry, error) {
 	if tip.IsZero() {
 		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
 	}

@@ -31,6 +31,30 @@ func sigRuleAt(st chain.KV, actor string) (*sigRule, error) {
 	return &sigRule{actor: actor, required: p.RequireSignatures, keys: k.Active()}, nil
 }
 
+// checkSigner tells, before anything is built, whether commits signed by
+// signer (nil: unsigned) would pass check: the writer refuses up front what
+// verify would refuse later.
+func (r *sigRule) checkSigner(signer *identity.Signer) error {
+	if signer == nil {
+		if r.required {
+			return errs.New("UNSIGNED", "signatures are required: sign with --sign-key (or TALLY_SIGNING_KEY)")
+		}
+		return nil
+	}
+	if len(r.keys) == 0 {
+		if r.required {
+			return errs.New("BAD-SIGNATURE", "%s has no registered key to check the signature against", r.actor)
+		}
+		return nil
+	}
+	for _, k := range r.keys {
+		if k == signer.PublicKey {
+			return nil
+		}
+	}
+	return errs.New("BAD-SIGNATURE", "the signing key is not a registered key of %s", r.actor)
+}
+
 // check applies the rule to a ledger commit. A signature is checked whenever
 // the actor has registered keys; it is required when the policy says so. An
 // actor without keys can sign nothing verifiably, which only matters when

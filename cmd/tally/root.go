@@ -21,6 +21,8 @@ type app struct {
 	actorFlag string
 	namespace string
 	signKey   string
+	remote    string
+	local     bool
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -59,13 +61,16 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print exactly one JSON object on stdout")
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting (else $TALLY_ACTOR, else git user.email)")
 	root.PersistentFlags().StringVar(&a.namespace, "namespace", "", "ref namespace of the ledger (default refs/tally, or $TALLY_NAMESPACE)")
+	root.PersistentFlags().StringVar(&a.remote, "remote", "", "work through git remote `NAME` (or URL): appends are compare-and-swap pushes there (default: git config tally.remote)")
+	root.PersistentFlags().BoolVar(&a.local, "local", false, "work on the local ledger even if tally.remote is set")
 	root.PersistentFlags().StringVar(&a.signKey, "sign-key", "", "sign ledger commits with this OpenSSH ed25519 private key `FILE` (else $TALLY_SIGNING_KEY, else git's user.signingkey when gpg.format=ssh)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.New("USAGE", "%v", err) })
 	for _, c := range []*cobra.Command{
 		a.initCmd(), a.noteCmd(), a.logCmd(), a.verifyCmd(),
 		a.planCmd(), a.claimCmd(), a.renewCmd(), a.releaseCmd(), a.failCmd(), a.requeueCmd(), a.doneCmd(),
 		a.statusCmd(), a.showCmd(), a.nextCmd(), a.runCmd(), a.demoCmd(), a.gcCmd(),
-		a.policyCmd(), a.keysCmd(),
+		a.receiptCmd(),
+		a.policyCmd(), a.keysCmd(), a.remoteCmd(), a.syncCmd(),
 	} {
 		root.AddCommand(c)
 	}
@@ -85,7 +90,8 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 // client opens the repository; commands that append pass acting and are
 // refused early when no actor can be found.
 func (a *app) client(acting bool) (*tally.Client, error) {
-	c, err := tally.Open(a.dir, tally.Options{Actor: a.actorFlag, Namespace: a.namespace, SigningKey: a.signKey})
+	c, err := tally.Open(a.dir, tally.Options{Actor: a.actorFlag, Namespace: a.namespace, SigningKey: a.signKey,
+		Remote: a.remote, Local: a.local})
 	if err != nil {
 		return nil, err
 	}

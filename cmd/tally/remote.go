@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally/errs"
+)
+
+func (a *app) remoteCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "remote",
+		Short: "choose the git remote that holds the shared ledger",
+		Long: `In remote mode the remote's ledger is the point of truth: every command that
+appends fetches it, verifies what is new, builds the entry on the remote tip
+with the same rules and pushes it with a compare-and-swap, retrying when
+another agent won the race. Views read the remote's ledger.`,
+		Args: args(cobra.NoArgs),
+	}
+	set := &cobra.Command{
+		Use:   "set NAME",
+		Short: "use git remote NAME for every command (git config tally.remote)",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			c, err := a.client(false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := c.L.Repo.RemoteURL(argv[0]); err != nil {
+				return errs.New("USAGE", "%v", err)
+			}
+			if err := gitConfig(a.dir, "tally.remote", argv[0]); err != nil {
+				return err
+			}
+			return a.emit(map[string]any{"remote": argv[0]}, func(w io.Writer) { fmt.Fprintf(w, "remote: %s\n", argv[0]) })
+		},
+	}
+	unset := &cobra.Command{
+		Use:   "unset",
+		Short: "work locally again",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := gitConfig(a.dir, "--unset-all", "tally.remote"); err != nil && !strings.Contains(err.Error(), "exit status 5") {
+				return err
+			}
+			return a.emit(map[string]any{"remote": ""}, func(w io.Writer) { fmt.Fprintln(w, "remote: none (local)") })
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "print the remote in use",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return a.emit(map[string]any{"remote": c.Remote}, func(w io.Writer) {
+				if c.Remote == "" {
+					fmt.Fprintln(w, "remote: none (local)")
+				} else {
+					fmt.Fprintf(w, "remote: %s\n", c.Remote)
+				}
+			})
+		},
+	}
+	cmd.AddCommand(set, unset, show)
+	return cmd
+}
+
+// gitConfig runs git config in the repository (not on any hot path).
+func gitConfig(dir string, argv ...string) error {
+	out, err := exec.Command("git", append([]string{"-C", dir, "config"}, argv...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("git config %s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

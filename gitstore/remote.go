@@ -1,0 +1,212 @@
+package gitstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// Remote transport goes through go-git, against any git server (file://,
+// git://, http(s)://, ssh://). A push is a compare-and-swap: receive-pack
+// applies each ref update only if the ref still holds the old value the
+// client sent, atomically on the server. Error texts vary between servers,
+// so callers decide what happened by listing the remote ref afterwards.
+
+// ErrRemoteUnreachable wraps transport failures (connection, protocol).
+var ErrRemoteUnreachable = errors.New("remote unreachable")
+
+// ErrPushRejected wraps a push the server refused for a reason other than
+// the ref having moved (for example its pre-receive hook); the message
+// carries what the server said.
+var ErrPushRejected = errors.New("push rejected by the remote")
+
+// remoteTimeout bounds one network operation.
+const remoteTimeout = 60 * time.Second
+
+// goRepo opens the repository with go-git (for its transports only).
+func (r *Repo) goRepo() (*git.Repository, error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(r.CommonDir), cache.NewObjectLRUDefault(),
+		filesystem.Options{AlternatesFS: osfs.New("/")})
+	return git.Open(st, nil)
+}
+
+// RemoteURL returns the URL of a configured remote, or name itself when it
+// looks like a URL or a path.
+func (r *Repo) RemoteURL(name string) (string, error) {
+	if url, ok := r.ConfigValue("remote." + name + ".url"); ok {
+		return url, nil
+	}
+	if strings.Contains(name, "://") || strings.HasPrefix(name, "/") || strings.HasPrefix(name, ".") {
+		return name, nil
+	}
+	return "", fmt.Errorf("no remote named %q", name)
+}
+
+func (r *Repo) goRemote(name string) (*git.Remote, *git.Repository, error) {
+	url, err := r.RemoteURL(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	repo, err := r.goRepo()
+	if err != nil {
+		return nil, nil, err
+	}
+	rname := name
+	if strings.ContainsAny(rname, "/:") {
+		rname = "tally-url"
+	}
+	return git.NewRemote(repo.Storer, &config.RemoteConfig{Name: rname, URLs: []string{url}}), repo, nil
+}
+
+// ListRemoteRef returns the value of ref on the remote (zero if absent).
+func (r *Repo) ListRemoteRef(remote, ref string) (ObjectID, error) {
+	rm, _, err := r.goRemote(remote)
+	if err != nil {
+		return ObjectID{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	defer cancel()
+	refs, err := rm.ListContext(ctx, &git.ListOptions{})
+	if err != nil {
+		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+			return ObjectID{}, nil
+		}
+		return ObjectID{}, fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	}
+	for _, x := range refs {
+		if x.Name().String() == ref {
+			return ObjectID(x.Hash()), nil
+		}
+	}
+	return ObjectID{}, nil
+}
+
+// FetchRef fetches ref from the remote into the local ref tracking (which
+// only tally writes) and returns its value (zero if the remote has none).
+// The received pack is fsynced before FetchRef returns, so entries built on
+// the fetched tip never reference objects that a crash could lose.
+func (r *Repo) FetchRef(remote, ref, tracking string) (ObjectID, error) {
+	rm, _, err := r.goRemote(remote)
+	if err != nil {
+		return ObjectID{}, err
+	}
+	before := r.packNames()
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	defer cancel()
+	err = rm.FetchContext(ctx, &git.FetchOptions{RefSpecs: []config.RefSpec{config.RefSpec("+" + ref + ":" + tracking)}, Tags: git.NoTags})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, transport.ErrEmptyRemoteRepository), isNoMatchingRef(err):
+		return ObjectID{}, nil
+	default:
+		return ObjectID{}, fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	}
+	if err := r.syncNewPacks(before); err != nil {
+		return ObjectID{}, err
+	}
+	id, err := r.ReadRef(tracking)
+	if errors.Is(err, ErrNoRef) {
+		return ObjectID{}, nil
+	}
+	return id, err
+}
+
+func isNoMatchingRef(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "couldn't find remote ref") || errors.Is(err, git.NoMatchingRefSpecError{}))
+}
+
+func (r *Repo) packNames() map[string]bool {
+	out := map[string]bool{}
+	names, _ := filepath.Glob(filepath.Join(r.ObjectDir, "pack", "*"))
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}
+
+// syncNewPacks fsyncs the pack files written since before (go-git does not).
+func (r *Repo) syncNewPacks(before map[string]bool) error {
+	synced := false
+	for n := range r.packNames() {
+		if before[n] {
+			continue
+		}
+		f, err := os.Open(n)
+		if err != nil {
+			continue
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return err
+		}
+		synced = true
+	}
+	if synced {
+		return syncDir(filepath.Join(r.ObjectDir, "pack"))
+	}
+	return nil
+}
+
+// PushRef moves ref on the remote from old (zero: must not exist) to new,
+// sending the objects new needs. The outcome of a failed push is not
+// reported as won or lost: the caller lists the remote ref to decide. The
+// returned error wraps ErrRemoteUnreachable for transport failures and
+// ErrPushRejected when the server refused with a message (its hook output).
+func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
+	rm, _, err := r.goRemote(remote)
+	if err != nil {
+		return err
+	}
+	var progress bytes.Buffer
+	opts := &git.PushOptions{
+		RemoteName: rm.Config().Name,
+		RefSpecs:   []config.RefSpec{config.RefSpec(new.String() + ":" + ref)},
+		Force:      true, // the compare-and-swap below is the guard, not fast-forward rules
+		Progress:   &progress,
+	}
+	if !old.IsZero() {
+		opts.RequireRemoteRefs = []config.RefSpec{config.RefSpec(old.String() + ":" + ref)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	defer cancel()
+	err = rm.PushContext(ctx, opts)
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil
+	}
+	msg := strings.TrimSpace(progress.String())
+	if strings.Contains(err.Error(), "required to be") {
+		return fmt.Errorf("%w: %v", ErrRefChanged, err)
+	}
+	if msg != "" || strings.Contains(err.Error(), "hook declined") || strings.Contains(err.Error(), "rejected") {
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("%w: %s", ErrPushRejected, serverLines(msg))
+	}
+	return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+}
+
+// serverLines keeps what the server said, without progress noise.
+func serverLines(s string) string {
+	var out []string
+	for _, l := range strings.Split(strings.ReplaceAll(s, "\r", "\n"), "\n") {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "remote:"))
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "; ")
+}

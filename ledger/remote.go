@@ -1,0 +1,209 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+)
+
+// In remote mode the remote's ledger ref is the single point of truth. An
+// append fetches the remote tip, verifies what is new there, builds the entry
+// on that tip with the same rules, and pushes it with a compare-and-swap; a
+// lost race refetches and rebuilds. The local ledger ref then fast-forwards
+// to the pushed commit when it can.
+
+// remoteAttempts bounds the retries of a remote append.
+const remoteAttempts = 16
+
+// remoteRecord is this clone's knowledge of a remote's ledger: the last tip
+// it verified (or pushed itself, built on a verified tip).
+type remoteRecord struct {
+	Tip string `json:"tip"`
+}
+
+func (l *Ledger) remoteRecordPath(remote string) string {
+	return filepath.Join(l.LocalDir, "remotes", url.PathEscape(remote)+".json")
+}
+
+func (l *Ledger) readRemoteRecord(remote string) gitstore.ObjectID {
+	b, err := os.ReadFile(l.remoteRecordPath(remote))
+	if err != nil {
+		return gitstore.ObjectID{}
+	}
+	var rec remoteRecord
+	if json.Unmarshal(b, &rec) != nil {
+		return gitstore.ObjectID{}
+	}
+	id, err := gitstore.ParseObjectID(rec.Tip)
+	if err != nil {
+		return gitstore.ObjectID{}
+	}
+	return id
+}
+
+func (l *Ledger) writeRemoteRecord(remote string, tip gitstore.ObjectID) error {
+	return writeFileAtomic(l.remoteRecordPath(remote), mustJSON(remoteRecord{Tip: tip.String()}))
+}
+
+// trackingRef is where fetches of a remote's ledger land: a remote-tracking
+// ref outside the namespace, so pushing refs/tally/* never sends it back.
+func (l *Ledger) trackingRef(remote string) string {
+	name := remote
+	if strings.ContainsAny(name, ":/\\") {
+		name = "url-" + strings.Trim(url.PathEscape(name), "%")
+	}
+	return "refs/remotes/" + name + "/" + strings.TrimPrefix(l.Ref, "refs/")
+}
+
+// FetchRemote fetches the remote's ledger and verifies the entries that are new
+// since this clone last verified it. It returns the verified remote tip (zero if
+// the remote has no ledger). A remote whose ledger no longer extends what was
+// verified before fails with FORK-DETECTED or ROLLBACK-DETECTED.
+func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
+	tip, err := l.Repo.FetchRef(remote, l.Ref, l.trackingRef(remote))
+	if err != nil {
+		return tip, remoteError(err)
+	}
+	return tip, l.verifyRemoteTip(remote, tip)
+}
+
+func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID) error {
+	known := l.readRemoteRecord(remote)
+	if tip.IsZero() || tip == known {
+		return nil
+	}
+	if _, err := l.VerifyRange(known, tip); err != nil {
+		return err
+	}
+	return l.writeRemoteRecord(remote, tip)
+}
+
+// VerifyRemote fetches the remote's ledger and verifies it: what is new since
+// this clone last verified it, or everything with full.
+func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
+	tip, err := l.Repo.FetchRef(remote, l.Ref, l.trackingRef(remote))
+	if err != nil {
+		return nil, remoteError(err)
+	}
+	if tip.IsZero() {
+		return nil, errs.New("NOT-INITIALIZED", "remote %s has no ledger at %s", remote, l.Ref)
+	}
+	base := l.readRemoteRecord(remote)
+	if full {
+		base = gitstore.ObjectID{}
+	}
+	rep, err := l.VerifyRange(base, tip)
+	if err != nil {
+		return nil, err
+	}
+	return rep, l.writeRemoteRecord(remote, tip)
+}
+
+// remoteError maps transport errors to tally's codes.
+func remoteError(err error) error {
+	switch {
+	case errors.Is(err, gitstore.ErrRemoteUnreachable):
+		return errs.Wrap("REMOTE-UNREACHABLE", err, "remote")
+	case errors.Is(err, gitstore.ErrPushRejected):
+		return errs.New("REMOTE-REJECTED", "%v", err)
+	}
+	return errs.From(err)
+}
+
+// AppendRemote appends entries through the remote. The first attempt builds
+// on the remote tip this clone last knew and lets the push's compare-and-swap
+// tell whether it is still current; any failure re-lists the remote ref to
+// decide: our commit there means we won, the old tip means the push did not
+// happen (retry; if the server said why, that is REMOTE-REJECTED), anything
+// else means we lost the race (refetch, verify, rebuild).
+func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appended, error) {
+	pause := 2 * time.Millisecond
+	base := l.readRemoteRecord(remote)
+	fetch := base.IsZero()
+	for attempt := 0; attempt < remoteAttempts; attempt++ {
+		if fetch {
+			var err error
+			if base, err = l.FetchRemote(remote); err != nil {
+				return nil, err
+			}
+		}
+		out, _, pw, err := l.prepareOn(base, actor, builds)
+		if err != nil {
+			if !fetch && errs.From(err).Class() != errs.Integrity {
+				// Refused on a possibly stale tip: decide on the current one.
+				fetch = true
+				continue
+			}
+			return nil, err
+		}
+		tip := out[len(out)-1].Commit
+		pack, err := pw.WriteTo(l.Repo.ObjectDir)
+		if err != nil {
+			return nil, err
+		}
+		pushErr := l.Repo.PushRef(remote, l.Ref, base, tip)
+		won := pushErr == nil
+		if !won {
+			cur, err := l.Repo.ListRemoteRef(remote, l.Ref)
+			if err != nil {
+				return nil, remoteError(err)
+			}
+			switch {
+			case cur == tip:
+				won = true
+			case cur == base && errors.Is(pushErr, gitstore.ErrPushRejected):
+				gitstore.RemovePack(l.Repo.ObjectDir, pack)
+				return nil, remoteError(pushErr)
+			case cur == base && errors.Is(pushErr, gitstore.ErrRemoteUnreachable) && attempt >= 3:
+				gitstore.RemovePack(l.Repo.ObjectDir, pack)
+				return nil, remoteError(pushErr)
+			}
+		}
+		if won {
+			if db, err := l.Repo.Objects(); err == nil {
+				db.AddPack(pack)
+			}
+			l.writeRemoteRecord(remote, tip)
+			l.fastForwardLocal(base, tip)
+			return out, nil
+		}
+		gitstore.RemovePack(l.Repo.ObjectDir, pack)
+		fetch = true
+		time.Sleep(pause/2 + rand.N(pause))
+		pause = min(2*pause, 200*time.Millisecond)
+	}
+	return nil, errs.New("CONFLICT", "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
+}
+
+// fastForwardLocal moves the local ledger ref to tip when the local ledger is
+// base or an ancestor of it, that is when it has no entries of its own. A
+// local ledger with entries the remote lacks is left alone for tally sync.
+func (l *Ledger) fastForwardLocal(base, tip gitstore.ObjectID) {
+	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	if err != nil {
+		return
+	}
+	defer wl.Release()
+	local, err := l.Tip()
+	if err != nil || local == tip {
+		return
+	}
+	if !local.IsZero() && local != base {
+		db, err := l.Repo.Objects()
+		if err != nil {
+			return
+		}
+		if back, err := walkBack(db, base, local); err != nil || back == nil {
+			return
+		}
+	}
+	l.Repo.UpdateRef(wl, l.Ref, local, tip)
+}

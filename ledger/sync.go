@@ -1,0 +1,227 @@
+package ledger
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+)
+
+// SyncReport says what Sync did.
+type SyncReport struct {
+	Remote string `json:"remote"`
+	// Action is "up-to-date", "fast-forward" (local took the remote's
+	// entries), "pushed" (the remote took the local ones) or "rebuilt" (local
+	// entries were rebuilt on the remote tip and pushed).
+	Action  string         `json:"action"`
+	Tip     string         `json:"tip"`
+	Rebuilt []RebuiltEntry `json:"rebuilt"`
+	Dropped []DroppedEntry `json:"dropped"`
+	Entries uint64         `json:"entries"`
+}
+
+// RebuiltEntry is a local entry that now sits at another seq.
+type RebuiltEntry struct {
+	OldSeq uint64 `json:"old_seq"`
+	NewSeq uint64 `json:"new_seq"`
+	Kind   string `json:"kind"`
+	Actor  string `json:"actor"`
+}
+
+// DroppedEntry is a local entry the rules no longer allow on the remote's
+// ledger. It is reported, never dropped silently; it stays readable in the
+// old local history (reflog-free, so copy it from the report if it matters).
+type DroppedEntry struct {
+	OldSeq  uint64          `json:"old_seq"`
+	Kind    string          `json:"kind"`
+	Actor   string          `json:"actor"`
+	Body    json.RawMessage `json:"body"`
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+}
+
+// Sync reconciles the local ledger with the remote's: it fetches and
+// verifies the remote, fast-forwards the local ledger, pushes local-only
+// entries, and when both have moved, rebuilds the local-only entries on the
+// remote tip in order — each only where the rules still allow it — and pushes
+// the result with a compare-and-swap.
+func (l *Ledger) Sync(remote string) (*SyncReport, error) {
+	if _, err := l.Verify(false); err != nil && !errs.Is(err, "NOT-INITIALIZED") {
+		return nil, err
+	}
+	pause := 2 * time.Millisecond
+	for attempt := 0; attempt < remoteAttempts; attempt++ {
+		rep, err := l.syncOnce(remote)
+		if err == nil || !errs.Is(err, "CONFLICT") {
+			return rep, err
+		}
+		time.Sleep(pause/2 + rand.N(pause))
+		pause = min(2*pause, 200*time.Millisecond)
+	}
+	return nil, errs.New("CONFLICT", "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
+}
+
+// syncOnce makes one attempt; a lost race is a CONFLICT error (retried).
+func (l *Ledger) syncOnce(remote string) (*SyncReport, error) {
+	rep := &SyncReport{Remote: remote, Rebuilt: []RebuiltEntry{}, Dropped: []DroppedEntry{}}
+	rtip, err := l.FetchRemote(remote)
+	if err != nil {
+		return nil, err
+	}
+	ltip, err := l.Tip()
+	if err != nil {
+		return nil, err
+	}
+	if ltip.IsZero() && rtip.IsZero() {
+		return nil, errs.New("NOT-INITIALIZED", "neither the local ledger nor remote %s has one", remote)
+	}
+	lsnap, err := l.SnapshotAt(ltip)
+	if err != nil {
+		return nil, err
+	}
+	rsnap, err := l.SnapshotAt(rtip)
+	if err != nil {
+		return nil, err
+	}
+	common, err := commonPrefix(lsnap, rsnap)
+	if err != nil {
+		return nil, err
+	}
+	newTip := rtip
+	switch {
+	case ltip == rtip:
+		rep.Action = "up-to-date"
+	case common == lsnap.Meta.Size:
+		rep.Action = "fast-forward"
+	case common == rsnap.Meta.Size:
+		rep.Action, newTip = "pushed", ltip
+		if err := l.pushTo(remote, rtip, ltip); err != nil {
+			return nil, err
+		}
+	case common == 0:
+		return nil, errs.New("FORK-DETECTED", "the local ledger and remote %s's start from different genesis entries: they are different ledgers", remote)
+	default:
+		rep.Action = "rebuilt"
+		if newTip, err = l.rebuild(lsnap, rsnap, common, rep); err != nil {
+			return nil, err
+		}
+		if newTip != rtip {
+			if err := l.pushTo(remote, rtip, newTip); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := l.moveLocal(ltip, newTip); err != nil {
+		return nil, err
+	}
+	l.writeRemoteRecord(remote, newTip)
+	rep.Tip = newTip.String()
+	snap, err := l.SnapshotAt(newTip)
+	if err != nil {
+		return nil, err
+	}
+	rep.Entries = snap.Meta.Size
+	return rep, nil
+}
+
+// commonPrefix returns how many leading entries two ledgers share. Because
+// each entry names its predecessor's hash, equal entries at seq s imply equal
+// entries before s, so a binary search over the Merkle tiles' entry hashes
+// finds it in O(log n) reads.
+func commonPrefix(a, b *Snapshot) (uint64, error) {
+	n := min(a.Meta.Size, b.Meta.Size)
+	var failed error
+	k := sort.Search(int(n), func(i int) bool {
+		ha, _, err1 := chain.EntryRecord(a, a.Meta.Size, uint64(i))
+		hb, _, err2 := chain.EntryRecord(b, b.Meta.Size, uint64(i))
+		if err1 != nil || err2 != nil {
+			failed = errs.New("CORRUPT", "Merkle tiles at entry %d: %v %v", i, err1, err2)
+			return true
+		}
+		return ha != hb
+	})
+	return uint64(k), failed
+}
+
+// rebuild replays the local entries from seq common onward on the remote
+// state, in order, recording which ones the rules no longer allow, and writes
+// the objects of the result. It returns the new tip.
+func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport) (gitstore.ObjectID, error) {
+	pw := gitstore.NewPackWriter()
+	parent := remote.Commit
+	snap := remote
+	for seq := common; seq < local.Meta.Size; seq++ {
+		e, _, _, err := local.Entry(seq)
+		if err != nil {
+			return parent, err
+		}
+		build := func(*Snapshot, time.Time) (*Draft, error) {
+			return &Draft{Kind: e.Kind, Body: e.Body, Actor: e.Actor}, nil
+		}
+		ap, err := l.build(snap, parent, e.Actor, build, pw)
+		if err != nil {
+			x := errs.From(err)
+			if x.Code == "CORRUPT" || x.Code == "INTERNAL" {
+				return parent, err
+			}
+			rep.Dropped = append(rep.Dropped, DroppedEntry{OldSeq: seq, Kind: e.Kind, Actor: e.Actor, Body: e.Body, Code: x.Code, Message: x.Message})
+			continue
+		}
+		rep.Rebuilt = append(rep.Rebuilt, RebuiltEntry{OldSeq: seq, NewSeq: ap.Entry.Seq, Kind: e.Kind, Actor: e.Actor})
+		parent = ap.Commit
+		snap.Commit, snap.Meta = ap.Commit, ap.Meta
+	}
+	if pw.Len() > 0 {
+		if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {
+			return parent, err
+		}
+	}
+	return parent, nil
+}
+
+// pushTo moves the remote ledger from old to tip, deciding a failed push by
+// listing the remote ref. A lost race is CONFLICT.
+func (l *Ledger) pushTo(remote string, old, tip gitstore.ObjectID) error {
+	pushErr := l.Repo.PushRef(remote, l.Ref, old, tip)
+	if pushErr == nil {
+		return nil
+	}
+	cur, err := l.Repo.ListRemoteRef(remote, l.Ref)
+	if err != nil {
+		return remoteError(err)
+	}
+	switch cur {
+	case tip:
+		return nil
+	case old:
+		return remoteError(pushErr)
+	}
+	return errs.New("CONFLICT", "remote %s moved during sync", remote)
+}
+
+// moveLocal sets the local ledger to tip if it still is old, and records tip
+// as verified: it is the verified remote tip or local entries rebuilt on it
+// by Step. A local append in the meantime is a CONFLICT (sync again).
+func (l *Ledger) moveLocal(old, tip gitstore.ObjectID) error {
+	if old == tip {
+		return nil
+	}
+	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	if err != nil {
+		return errs.New("CONFLICT", "local writer busy")
+	}
+	defer wl.Release()
+	if err := l.Repo.UpdateRef(wl, l.Ref, old, tip); err != nil {
+		return errs.Wrap("CONFLICT", err, "local ledger moved during sync")
+	}
+	snap, err := l.SnapshotAt(tip)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(l.recordPath(), mustJSON(verifiedRecord{Commit: tip.String(), Seq: snap.Meta.Size - 1, Hash: snap.Meta.Head}))
+}
