@@ -1,7 +1,6 @@
 package tally
 
 import (
-
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/identity"
 	"github.com/tally-dev/tally/lease"
@@ -33,7 +32,9 @@ func (c *Client) Keys(actor string) (*lease.ActorKeys, error) {
 func (c *Client) AddKey(actor, key string) (*Appended, error) { return c.keyOp("add", actor, key) }
 
 // RevokeKey revokes a key of actor.
-func (c *Client) RevokeKey(actor, key string) (*Appended, error) { return c.keyOp("revoke", actor, key) }
+func (c *Client) RevokeKey(actor, key string) (*Appended, error) {
+	return c.keyOp("revoke", actor, key)
+}
 
 // RotateKey registers newKey and revokes oldKey in one atomic append, so the
 // actor is never without a key.
@@ -60,4 +61,3 @@ func (c *Client) keyOp(op, actor, key string) (*Appended, error) {
 	}
 	return c.simple("keys", lease.KeysBody{Op: op, Actor: actor, Key: k})
 }
-
