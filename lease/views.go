@@ -107,3 +107,54 @@ func Cells(kv chain.KV, wave string) ([]*Cell, error) {
 	}
 	return out, nil
 }
+
+// PathHold is a live lease on repository paths: a path lock, or the declared
+// paths of a claimed cell, which count as held by the cell's holder.
+type PathHold struct {
+	Pattern   string `json:"pattern"`
+	Actor     string `json:"actor"`
+	Epoch     int64  `json:"epoch"`
+	ExpiresAt string `json:"expires_at"`
+	Source    string `json:"source"` // "cell W/C" or "lock"
+}
+
+// PathHolds returns the live path holds at time now.
+func PathHolds(kv chain.KV, now time.Time) ([]PathHold, error) {
+	p, err := ReadPlan(kv)
+	if err != nil {
+		return nil, err
+	}
+	t := newTxn(kv)
+	var out []PathHold
+	for _, w := range p.Waves {
+		wv, err := t.wave(w)
+		if err != nil {
+			return nil, err
+		}
+		hb, err := decodeBitmap(wv.Held, wv.Size)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range hb.indexes() {
+			id, err := t.cellIDAt(w, i)
+			if err != nil {
+				return nil, err
+			}
+			c, err := t.cell(w, id)
+			if err != nil {
+				return nil, err
+			}
+			if c.Lease == nil || len(c.Paths) == 0 {
+				continue
+			}
+			if exp, err := chain.ParseTime(c.Lease.ExpiresAt); err != nil || now.After(exp) {
+				continue
+			}
+			for _, pat := range c.Paths {
+				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
+					ExpiresAt: c.Lease.ExpiresAt, Source: "cell " + w + "/" + id})
+			}
+		}
+	}
+	return out, nil
+}

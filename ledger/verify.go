@@ -82,6 +82,14 @@ func (l *Ledger) readRecord() (*verifiedRecord, error) {
 // otherwise the ledger was rolled back (tip is an ancestor of base) or forked,
 // and the error is ROLLBACK-DETECTED or FORK-DETECTED.
 func (l *Ledger) VerifyRange(base, tip gitstore.ObjectID) (*Report, error) {
+	return l.VerifyRangeEach(base, tip, nil)
+}
+
+// VerifyRangeEach is VerifyRange that also hands each verified entry, in
+// order, to each (nil: none); an error from each stops verification and is
+// returned. The hooks use it to apply checks that depend on where the chain
+// is being accepted, such as clock skew.
+func (l *Ledger) VerifyRangeEach(base, tip gitstore.ObjectID, each func(*Applied) error) (*Report, error) {
 	db, err := l.Repo.Objects()
 	if err != nil {
 		return nil, err
@@ -97,7 +105,7 @@ func (l *Ledger) VerifyRange(base, tip gitstore.ObjectID) (*Report, error) {
 	if commits == nil {
 		return nil, l.divergence(db, base, tip, start.Meta.Size)
 	}
-	v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta}
+	v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each}
 	for i := len(commits) - 1; i >= 0; i-- {
 		if err := v.check(commits[i]); err != nil {
 			return nil, err
@@ -150,6 +158,7 @@ type verifier struct {
 	pos    uint64 // position (expected seq) of the next commit
 	parent gitstore.ObjectID
 	meta   *chain.Meta
+	each   func(*Applied) error
 }
 
 func (v *verifier) fail(code, format string, args ...any) *errs.Error {
@@ -200,6 +209,11 @@ func (v *verifier) check(w walked) error {
 	if err := sig.check(c); err != nil {
 		e := errs.From(err)
 		return v.fail(e.Code, "%s", e.Message)
+	}
+	if v.each != nil {
+		if err := v.each(applied); err != nil {
+			return err
+		}
 	}
 	v.pos++
 	v.parent = w.id
