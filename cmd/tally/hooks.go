@@ -134,4 +134,3 @@ func (a *app) hookCmd() *cobra.Command {
 	}
 	return cmd
 }
-
