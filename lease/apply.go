@@ -94,6 +94,14 @@ func Apply(state chain.KV, e *chain.Entry) (*Result, error) {
 		summary, err = r.keys()
 	case "anchor":
 		summary, err = r.anchor()
+	case "lock":
+		summary, effect, err = r.lock()
+	case "unlock":
+		summary, err = r.unlock()
+	case "wait":
+		summary, err = r.wait()
+	case "break":
+		summary, effect, err = r.breakDeadlocks()
 	default:
 		err = errs.New("USAGE", "unknown entry kind %q", e.Kind)
 	}
