@@ -8,8 +8,12 @@ func (r *rule) lock() (string, any, error) {
 	return "", nil, errs.New("USAGE", "unknown entry kind %q", r.e.Kind)
 }
 
-func (r *rule) unlock() (string, error) { return "", errs.New("USAGE", "unknown entry kind %q", r.e.Kind) }
-func (r *rule) wait() (string, error)   { return "", errs.New("USAGE", "unknown entry kind %q", r.e.Kind) }
+func (r *rule) unlock() (string, error) {
+	return "", errs.New("USAGE", "unknown entry kind %q", r.e.Kind)
+}
+func (r *rule) wait() (string, error) {
+	return "", errs.New("USAGE", "unknown entry kind %q", r.e.Kind)
+}
 func (r *rule) breakDeadlocks() (string, any, error) {
 	return "", nil, errs.New("USAGE", "unknown entry kind %q", r.e.Kind)
 }
