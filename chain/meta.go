@@ -91,6 +91,3 @@ func DecodeMeta(b []byte, ok bool) (*Meta, error) {
 	}
 	return &m, nil
 }
-
-// Encode returns the canonical bytes of m.
-func (m *Meta) Encode() ([]byte, error) { return MarshalCanonical(m) }

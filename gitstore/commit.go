@@ -17,7 +17,7 @@ type Ident struct {
 }
 
 func (i Ident) String() string {
-	return fmt.Sprintf("%s <%s> %d %s", i.Name, i.Email, i.When, i.TZ)
+	return i.Name + " <" + i.Email + "> " + strconv.FormatInt(i.When, 10) + " " + i.TZ
 }
 
 // Commit is a git commit object.
@@ -64,11 +64,18 @@ func (c *Commit) Encode() []byte { return c.encode(c.Signature) }
 
 func (c *Commit) encode(sig string) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "tree %s\n", c.Tree)
+	b.Grow(256 + len(c.Message) + len(sig))
+	b.WriteString("tree ")
+	b.WriteString(c.Tree.String())
 	for _, p := range c.Parents {
-		fmt.Fprintf(&b, "parent %s\n", p)
+		b.WriteString("\nparent ")
+		b.WriteString(p.String())
 	}
-	fmt.Fprintf(&b, "author %s\ncommitter %s\n", c.Author, c.Committer)
+	b.WriteString("\nauthor ")
+	b.WriteString(c.Author.String())
+	b.WriteString("\ncommitter ")
+	b.WriteString(c.Committer.String())
+	b.WriteByte('\n')
 	if sig != "" {
 		b.WriteString("gpgsig ")
 		b.WriteString(strings.ReplaceAll(strings.TrimSuffix(sig, "\n"), "\n", "\n "))

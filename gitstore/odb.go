@@ -60,6 +60,10 @@ type ObjectDB struct {
 	packs   []*packFile // newest first; replaced, never modified, so callers may keep a snapshot
 	retired []*packFile // dropped by a rescan but perhaps still in use by a reader; unmapped by Close
 	closed  bool
+
+	// lastHit is the pack of the latest successful lookup, searched first:
+	// objects read together (a ledger commit and its tree) were written together.
+	lastHit atomic.Pointer[packFile]
 }
 
 // OpenObjectDB opens the object directory objectDir. alternates lists further
@@ -253,6 +257,12 @@ type odbLoc struct {
 func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 	hex := id.String()
 	for rescanned := false; ; rescanned = true {
+		// Packs first, as git does: tally writes packs, and a pack lookup is a
+		// binary search in memory where a loose lookup is a failed open.
+		loc, err := db.packFind(id, rescanned)
+		if err == nil {
+			return loc, nil
+		}
 		for _, dir := range db.dirs {
 			f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
 			if err == nil {
@@ -261,7 +271,6 @@ func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 				return odbLoc{}, err
 			}
 		}
-		loc, err := db.packFind(id, rescanned)
 		if errors.Is(err, ErrObjectNotFound) {
 			if !rescanned {
 				if err := db.rescan(); err != nil {
@@ -287,6 +296,13 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 		return odbLoc{}, errODBClosed
 	}
 	var bad error
+	if last := db.lastHit.Load(); last != nil {
+		if m, err := last.maps(); err == nil {
+			if off, ok, err := m.idx.find(id); err == nil && ok {
+				return odbLoc{p: last, m: m, off: off}, nil
+			}
+		}
+	}
 	for _, p := range packs {
 		m, err := p.maps()
 		if err != nil {
@@ -300,6 +316,7 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 			return odbLoc{}, fmt.Errorf("gitstore: %s.idx: %w", p.path, err)
 		}
 		if ok {
+			db.lastHit.Store(p)
 			return odbLoc{p: p, m: m, off: off}, nil
 		}
 	}

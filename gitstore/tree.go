@@ -277,7 +277,7 @@ func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
 		}
 		buf.Reset()
 		for _, e := range n.entries {
-			buf.WriteString(strconv.FormatUint(uint64(e.mode), 8))
+			buf.WriteString(modeString(e.mode))
 			buf.WriteByte(' ')
 			buf.WriteString(e.name)
 			buf.WriteByte(0)
@@ -292,6 +292,17 @@ func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
 		return n.id
 	}
 	return hash(t.root), nil
+}
+
+// modeString spells a mode as git does in trees (octal, no leading zero).
+func modeString(m uint32) string {
+	switch m {
+	case modeTree:
+		return "40000"
+	case modeBlob:
+		return "100644"
+	}
+	return strconv.FormatUint(uint64(m), 8)
 }
 
 // TreeEntry is one parsed entry of a stored tree.

@@ -38,14 +38,13 @@ func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int) ([]LogEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{db: db}
 	var out []LogEntry
 	for cur := tip; !cur.IsZero() && (n <= 0 || len(out) < n); {
 		c, err := db.ReadCommit(cur)
 		if err != nil {
 			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
 		}
-		raw, err := v.entryBytes(c.Tree)
+		raw, err := entryBytes(db, c.Tree)
 		if err != nil {
 			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
 		}

@@ -29,7 +29,11 @@ type Applied struct {
 // are not an entry, SEQ-GAP, LINK-BROKEN or TIME-REVERSED for a broken chain,
 // or the rule's own code (LEASE-HELD, EPOCH-MISMATCH, ...) for an illegal entry.
 // On error t may have been partially modified only if the error is CORRUPT.
-func Step(t *gitstore.Tree, raw []byte) (*Applied, error) {
+func Step(t *gitstore.Tree, raw []byte) (*Applied, error) { return step(t, raw, nil) }
+
+// step is Step with the chain metadata before the entry already known (the
+// verifier carries it from entry to entry instead of decoding it each time).
+func step(t *gitstore.Tree, raw []byte, meta *chain.Meta) (*Applied, error) {
 	e, err := chain.Decode(raw)
 	if err != nil {
 		if errors.Is(err, chain.ErrNonCanonical) {
@@ -37,13 +41,14 @@ func Step(t *gitstore.Tree, raw []byte) (*Applied, error) {
 		}
 		return nil, errs.Wrap("CORRUPT", err, "malformed entry")
 	}
-	mb, ok, err := t.Get(chain.MetaKey)
-	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "read chain meta")
-	}
-	meta, err := chain.DecodeMeta(mb, ok)
-	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "chain meta")
+	if meta == nil {
+		mb, ok, err := t.Get(chain.MetaKey)
+		if err != nil {
+			return nil, errs.Wrap("CORRUPT", err, "read chain meta")
+		}
+		if meta, err = chain.DecodeMeta(mb, ok); err != nil {
+			return nil, errs.Wrap("CORRUPT", err, "chain meta")
+		}
 	}
 	if err := meta.Check(e); err != nil {
 		return nil, linkError(err)

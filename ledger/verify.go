@@ -105,9 +105,28 @@ func (l *Ledger) VerifyRangeEach(base, tip gitstore.ObjectID, each func(*Applied
 	if commits == nil {
 		return nil, l.divergence(db, base, tip, start.Meta.Size)
 	}
-	v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each}
+	v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each,
+		sigRules: map[string]*sigRule{}}
+	// Reading and inflating objects runs ahead of the sequential checks, on
+	// another core: the entry bytes of the next commits are fetched while the
+	// current one is replayed.
+	raws := make(chan fetched, 256)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(raws)
+		for i := len(commits) - 1; i >= 0; i-- {
+			raw, err := entryBytes(db, commits[i].commit.Tree)
+			select {
+			case raws <- fetched{raw, err}:
+			case <-stop:
+				return
+			}
+		}
+	}()
 	for i := len(commits) - 1; i >= 0; i-- {
-		if err := v.check(commits[i]); err != nil {
+		f := <-raws
+		if err := v.check(commits[i], f); err != nil {
 			return nil, err
 		}
 	}
@@ -159,6 +178,15 @@ type verifier struct {
 	parent gitstore.ObjectID
 	meta   *chain.Meta
 	each   func(*Applied) error
+	// sigRules caches the signature rule per actor; policy and keys entries
+	// invalidate it.
+	sigRules map[string]*sigRule
+}
+
+// fetched is an entry's bytes read ahead of its check.
+type fetched struct {
+	raw []byte
+	err error
 }
 
 func (v *verifier) fail(code, format string, args ...any) *errs.Error {
@@ -166,27 +194,30 @@ func (v *verifier) fail(code, format string, args ...any) *errs.Error {
 }
 
 // check verifies one ledger commit at position v.pos and advances.
-func (v *verifier) check(w walked) error {
+func (v *verifier) check(w walked, f fetched) error {
 	c := w.commit
 	if want := min(v.pos, 1); uint64(len(c.Parents)) != want {
 		return v.fail("HISTORY-NONLINEAR", "commit %s has %d parents, a ledger commit has exactly %d", w.id, len(c.Parents), want)
 	}
-	raw, err := v.entryBytes(c.Tree)
+	raw, err := f.raw, f.err
 	if err != nil {
 		return v.fail("CORRUPT", "commit %s: %v", w.id, err)
 	}
 	if _, err := chain.Decode(raw); errors.Is(err, chain.ErrNonCanonical) {
 		return v.fail("NONCANONICAL", "stored bytes are not canonical JSON")
 	}
-	sig, err := sigRuleAt(v.tree, c.Author.Name)
-	if err != nil {
-		return v.fail("CORRUPT", "%v", err)
+	sig := v.sigRules[c.Author.Name]
+	if sig == nil {
+		if sig, err = sigRuleAt(v.tree, c.Author.Name); err != nil {
+			return v.fail("CORRUPT", "%v", err)
+		}
+		v.sigRules[c.Author.Name] = sig
 	}
 	trailers := gitstore.Trailers(c.Message)
 	if trailers["Tally-Entry"] != chain.EntryHash(raw).String() {
 		return v.fail("HASH-MISMATCH", "entry hashes to %s, commit %s records %q", chain.EntryHash(raw), w.id, trailers["Tally-Entry"])
 	}
-	applied, err := Step(v.tree, raw)
+	applied, err := step(v.tree, raw, v.meta)
 	if err != nil {
 		e := errs.From(err)
 		switch e.Code {
@@ -215,6 +246,9 @@ func (v *verifier) check(w walked) error {
 			return err
 		}
 	}
+	if applied.Entry.Kind == "policy" || applied.Entry.Kind == "keys" {
+		clear(v.sigRules)
+	}
 	v.pos++
 	v.parent = w.id
 	v.meta = applied.Meta
@@ -222,8 +256,8 @@ func (v *verifier) check(w walked) error {
 }
 
 // entryBytes reads the "entry" blob of a ledger commit's tree.
-func (v *verifier) entryBytes(tree gitstore.ObjectID) ([]byte, error) {
-	typ, data, err := v.db.Read(tree)
+func entryBytes(db *gitstore.ObjectDB, tree gitstore.ObjectID) ([]byte, error) {
+	typ, data, err := db.Read(tree)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +270,7 @@ func (v *verifier) entryBytes(tree gitstore.ObjectID) ([]byte, error) {
 	}
 	for _, e := range entries {
 		if e.Name == EntryKey && !e.IsDir() {
-			typ, raw, err := v.db.Read(e.ID)
+			typ, raw, err := db.Read(e.ID)
 			if err == nil && typ != gitstore.BlobObject {
 				err = errors.New("entry is not a blob")
 			}
