@@ -1,7 +1,7 @@
 package gitstore
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -86,27 +86,80 @@ func (r *Repo) readLooseRef(name string, depth int) (ObjectID, error) {
 }
 
 func (r *Repo) readPackedRef(name string) (ObjectID, error) {
-	f, err := os.Open(filepath.Join(r.CommonDir, "packed-refs"))
+	path := filepath.Join(r.CommonDir, "packed-refs")
+	data, err := packMmap(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return ObjectID{}, ErrNoRef
 		}
+		if fi, serr := os.Stat(path); serr == nil && fi.Size() == 0 {
+			return ObjectID{}, ErrNoRef
+		}
 		return ObjectID{}, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	suffix := " " + name
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasSuffix(line, suffix) && len(line) == 40+len(suffix) {
-			return ParseObjectID(line[:40])
+	defer syscall.Munmap(data)
+	line, ok := packedRefLine(data, name)
+	if !ok {
+		return ObjectID{}, ErrNoRef
+	}
+	return ParseObjectID(string(line[:40]))
+}
+
+// packedRefLine finds the line "<40-hex> <name>" in packed-refs content. Git
+// writes the file sorted by ref name (its header then says "sorted"), so a
+// repository with many refs costs a binary search over the mapped file, not
+// a scan; an unsorted file is scanned.
+func packedRefLine(data []byte, name string) ([]byte, bool) {
+	// lineAt returns the line starting at start and the start of the next one.
+	lineAt := func(start int) ([]byte, int) {
+		end := bytes.IndexByte(data[start:], '\n')
+		if end < 0 {
+			return data[start:], len(data)
+		}
+		return data[start : start+end], start + end + 1
+	}
+	isRef := func(line []byte) bool { return len(line) >= 42 && line[40] == ' ' && line[0] != '#' && line[0] != '^' }
+	header, _ := lineAt(0)
+	sorted := bytes.HasPrefix(header, []byte("# pack-refs with:")) && bytes.Contains(header, []byte(" sorted"))
+	if !sorted {
+		for i := 0; i < len(data); {
+			line, next := lineAt(i)
+			if isRef(line) && string(line[41:]) == name {
+				return line, true
+			}
+			i = next
+		}
+		return nil, false
+	}
+	// Invariant: lo and hi are line starts, and the wanted line, if present,
+	// starts in [lo, hi).
+	lo, hi := 0, len(data)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		start := lo + bytes.LastIndexByte(data[lo:mid], '\n') + 1
+		line, next := lineAt(start)
+		if !isRef(line) {
+			// The header, or a peeled "^" line, whose tag line precedes it.
+			if start == lo {
+				lo = next
+				continue
+			}
+			start = lo + bytes.LastIndexByte(data[lo:start-1], '\n') + 1
+			if line, next = lineAt(start); !isRef(line) {
+				lo = next
+				continue
+			}
+		}
+		switch c := bytes.Compare(line[41:], []byte(name)); {
+		case c == 0:
+			return line, true
+		case c < 0:
+			lo = next
+		default:
+			hi = start
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return ObjectID{}, err
-	}
-	return ObjectID{}, ErrNoRef
+	return nil, false
 }
 
 // Head returns the commit HEAD of this worktree points at.
