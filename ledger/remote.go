@@ -1,11 +1,9 @@
 package ledger
 
 import (
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,34 +21,20 @@ import (
 // remoteAttempts bounds the retries of a remote append.
 const remoteAttempts = 16
 
-// remoteRecord is this clone's knowledge of a remote's ledger: the last tip
-// it verified (or pushed itself, built on a verified tip).
-type remoteRecord struct {
-	Tip string `json:"tip"`
-}
-
+// A remote record is this clone's knowledge of a remote's ledger: the last
+// tip it verified (or pushed itself, built on a verified tip), in the same
+// self-checking form as the local verify record.
 func (l *Ledger) remoteRecordPath(remote string) string {
 	return filepath.Join(l.LocalDir, "remotes", url.PathEscape(remote)+".json")
 }
 
 func (l *Ledger) readRemoteRecord(remote string) gitstore.ObjectID {
-	b, err := os.ReadFile(l.remoteRecordPath(remote))
-	if err != nil {
-		return gitstore.ObjectID{}
-	}
-	var rec remoteRecord
-	if json.Unmarshal(b, &rec) != nil {
-		return gitstore.ObjectID{}
-	}
-	id, err := gitstore.ParseObjectID(rec.Tip)
-	if err != nil {
-		return gitstore.ObjectID{}
-	}
-	return id
+	tip, _ := l.trustedRecordAt(l.remoteRecordPath(remote))
+	return tip
 }
 
 func (l *Ledger) writeRemoteRecord(remote string, tip gitstore.ObjectID) error {
-	return writeFileAtomic(l.remoteRecordPath(remote), mustJSON(remoteRecord{Tip: tip.String()}))
+	return l.writeRecord(l.remoteRecordPath(remote), tip)
 }
 
 // trackingRef is where fetches of a remote's ledger land: a remote-tracking

@@ -219,9 +219,5 @@ func (l *Ledger) moveLocal(old, tip gitstore.ObjectID) error {
 	if err := l.Repo.UpdateRef(wl, l.Ref, old, tip); err != nil {
 		return errs.Wrap("CONFLICT", err, "local ledger moved during sync")
 	}
-	snap, err := l.SnapshotAt(tip)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(l.recordPath(), mustJSON(verifiedRecord{Commit: tip.String(), Seq: snap.Meta.Size - 1, Hash: snap.Meta.Head}))
+	return l.writeRecord(l.recordPath(), tip)
 }

@@ -19,6 +19,9 @@ type Report struct {
 	Head    Head              `json:"head"`
 	Root    chain.Hash        `json:"root"`
 	Commit  gitstore.ObjectID `json:"-"`
+	// StaleRecord reports that this clone's record of the last verified tip was
+	// damaged or inconsistent, so the ledger was verified from genesis.
+	StaleRecord bool `json:"stale_record,omitempty"`
 }
 
 // Head identifies the last entry of a ledger.
@@ -50,31 +53,58 @@ func (l *Ledger) Verify(full bool) (*Report, error) {
 		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
 	}
 	var base gitstore.ObjectID
+	stale := false
 	if !full {
-		if rec, err := l.readRecord(); err == nil {
-			if base, err = gitstore.ParseObjectID(rec.Commit); err != nil {
-				base = gitstore.ObjectID{}
-			}
-		}
+		base, stale = l.trustedRecord()
 	}
 	rep, err := l.VerifyRange(base, tip)
 	if err != nil {
 		return nil, err
 	}
-	rec := verifiedRecord{Commit: tip.String(), Seq: rep.Head.Seq, Hash: rep.Head.Hash}
-	if err := writeFileAtomic(l.recordPath(), mustJSON(rec)); err != nil {
+	rep.StaleRecord = stale
+	if err := l.writeRecord(l.recordPath(), tip); err != nil {
 		return nil, err
 	}
 	return rep, nil
 }
 
-func (l *Ledger) readRecord() (*verifiedRecord, error) {
-	b, err := os.ReadFile(l.recordPath())
+// writeRecord records tip (a verified ledger commit) at path.
+func (l *Ledger) writeRecord(path string, tip gitstore.ObjectID) error {
+	snap, err := l.SnapshotAt(tip)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	rec := verifiedRecord{Commit: tip.String(), Seq: snap.Meta.Size - 1, Hash: snap.Meta.Head}
+	return writeFileAtomic(path, mustJSON(rec))
+}
+
+// trustedRecord returns the commit the record says was verified, if the
+// record is intact: it must name a ledger commit whose metadata has the
+// recorded seq and head hash. A missing record gives zero (verify from
+// genesis); a damaged or inconsistent one — edited, truncated, naming some
+// other commit — is never believed: zero, and stale is true.
+func (l *Ledger) trustedRecord() (base gitstore.ObjectID, stale bool) {
+	return l.trustedRecordAt(l.recordPath())
+}
+
+func (l *Ledger) trustedRecordAt(path string) (base gitstore.ObjectID, stale bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return gitstore.ObjectID{}, !errors.Is(err, os.ErrNotExist)
 	}
 	var rec verifiedRecord
-	return &rec, json.Unmarshal(b, &rec)
+	if json.Unmarshal(b, &rec) != nil {
+		return gitstore.ObjectID{}, true
+	}
+	id, err := gitstore.ParseObjectID(rec.Commit)
+	if err != nil {
+		return gitstore.ObjectID{}, true
+	}
+	snap, err := l.SnapshotAt(id)
+	if err != nil || snap.Meta.Size != rec.Seq+1 || snap.Meta.Head != rec.Hash {
+		return gitstore.ObjectID{}, true
+	}
+	return id, false
 }
 
 // VerifyRange verifies the entries from base (exclusive, trusted as already
