@@ -1,0 +1,299 @@
+// Package anchor makes tally's ledger checkable from outside: checkpoints
+// (the C2SP tlog-checkpoint form of the ledger's size and Merkle root, as a
+// signed note of golang.org/x/mod/sumdb/note), their consistency with a
+// ledger, self-contained inclusion and consistency proofs, and the stored
+// checkpoint refs that travel with the ledger. The "anchor" entry that
+// records code refs together with a checkpoint is a rule of package lease.
+// See docs/FORMAT.md §11.
+package anchor
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/identity"
+)
+
+// Checkpoint is the state of a ledger that a checkpoint commits to: its
+// origin (the genesis body's origin), its size (number of entries) and the
+// Merkle root of its first size entries.
+type Checkpoint struct {
+	Origin string     `json:"origin"`
+	Size   uint64     `json:"size"`
+	Root   chain.Hash `json:"root"`
+}
+
+// FromMeta returns the checkpoint of the ledger that m describes.
+func FromMeta(m *chain.Meta) Checkpoint { return Checkpoint{m.Origin, m.Size, m.Root} }
+
+// FromTiles returns the checkpoint of the ledger that m describes, with the
+// root recomputed from the Merkle tiles kv holds (O(log n) tile reads). A
+// root that differs from m's is CORRUPT.
+func FromTiles(kv chain.KV, m *chain.Meta) (Checkpoint, error) {
+	root, err := chain.RootFromReader(chain.TileNodeReader(kv, m.Size), m.Size)
+	if err != nil {
+		return Checkpoint{}, errs.Wrap("CORRUPT", err, "Merkle tiles")
+	}
+	if root != m.Root {
+		return Checkpoint{}, errs.New("CORRUPT", "Merkle tiles give root %s, chain meta records %s", root, m.Root)
+	}
+	return FromMeta(m), nil
+}
+
+// Body returns the C2SP tlog-checkpoint body: the origin, the size in
+// decimal and the root in standard base64, each on its own line.
+func (c Checkpoint) Body() []byte {
+	return fmt.Appendf(nil, "%s\n%d\n%s\n", c.Origin, c.Size, base64.StdEncoding.EncodeToString(c.Root[:]))
+}
+
+func invalid(format string, args ...any) *errs.Error {
+	return errs.New("CHECKPOINT-INVALID", format, args...)
+}
+
+// ParseBody parses a checkpoint body. Extension lines after the root are
+// allowed by the C2SP format and ignored; everything else must be in the
+// one form Body writes.
+func ParseBody(body []byte) (Checkpoint, error) {
+	s := string(body)
+	if !strings.HasSuffix(s, "\n") {
+		return Checkpoint{}, invalid("checkpoint body does not end with a newline")
+	}
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if len(lines) < 3 {
+		return Checkpoint{}, invalid("checkpoint body has %d lines, want origin, size and root", len(lines))
+	}
+	for _, l := range lines {
+		if l == "" {
+			return Checkpoint{}, invalid("checkpoint body has an empty line")
+		}
+	}
+	var c Checkpoint
+	c.Origin = lines[0]
+	size, err := strconv.ParseUint(lines[1], 10, 64)
+	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
+		return Checkpoint{}, invalid("checkpoint size %q is not a decimal number", lines[1])
+	}
+	c.Size = size
+	root, err := base64.StdEncoding.DecodeString(lines[2])
+	if err != nil || len(root) != len(c.Root) {
+		return Checkpoint{}, invalid("checkpoint root %q is not a base64 32-byte hash", lines[2])
+	}
+	c.Root = chain.Hash(root)
+	return c, nil
+}
+
+// splitNote returns the body of a note (all of it when it has no signature
+// block) and its signature lines.
+func splitNote(text []byte) (body []byte, sigs []string) {
+	i := bytes.Index(text, []byte("\n\n"))
+	if i < 0 {
+		return text, nil
+	}
+	return text[:i+1], strings.Split(strings.TrimSuffix(string(text[i+2:]), "\n"), "\n")
+}
+
+// Opened is a checkpoint read from its text.
+type Opened struct {
+	Checkpoint
+	// SignedBy lists the verifier keys ("name+hash+key", the note verifier
+	// key form) whose signatures verified. Empty when no key was asked for:
+	// the checkpoint is then not authenticated.
+	SignedBy []string `json:"signed_by"`
+}
+
+// Open reads a checkpoint: a signed note, or the bare body. Each of keys
+// (see ParseVerifier) must have a valid signature on it, else the error is
+// CHECKPOINT-INVALID; with no keys the signatures are not checked.
+func Open(text []byte, keys []string) (*Opened, error) {
+	body, _ := splitNote(text)
+	c, err := ParseBody(body)
+	if err != nil {
+		return nil, err
+	}
+	o := &Opened{Checkpoint: c, SignedBy: []string{}}
+	if len(keys) == 0 {
+		return o, nil
+	}
+	var vs []note.Verifier
+	seen := map[string]bool{}
+	for _, k := range keys {
+		v, vkey, err := ParseVerifier(k, c.Origin)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[vkey] {
+			seen[vkey] = true
+			vs = append(vs, v)
+			o.SignedBy = append(o.SignedBy, vkey)
+		}
+	}
+	n, err := note.Open(text, note.VerifierList(vs...))
+	if err != nil {
+		return nil, invalid("checkpoint signature: %v", err)
+	}
+	if o.Checkpoint, err = ParseBody([]byte(n.Text)); err != nil { // the signed text itself
+		return nil, err
+	}
+	for i, v := range vs {
+		found := false
+		for _, s := range n.Sigs {
+			found = found || s.Name == v.Name() && s.Hash == v.KeyHash()
+		}
+		if !found {
+			return nil, invalid("checkpoint is not signed by %s", o.SignedBy[i])
+		}
+	}
+	return o, nil
+}
+
+// ParseVerifier parses a checkpoint verifier key: a note verifier key
+// ("name+hash+key", as note.NewEd25519VerifierKey makes), or an SSH ed25519
+// public key line, which verifies signatures made under name (the
+// checkpoint's origin when the signer did not choose another). A value that
+// is neither but names a readable file is read from that file. It returns
+// the verifier and its note verifier key.
+func ParseVerifier(key, name string) (note.Verifier, string, error) {
+	v, vkey, err := parseVerifier(key, name)
+	if err != nil {
+		if b, ferr := os.ReadFile(key); ferr == nil {
+			v, vkey, err = parseVerifier(string(b), name)
+		}
+	}
+	if err != nil {
+		return nil, "", errs.New("USAGE", "checkpoint key %q: %v", key, err)
+	}
+	return v, vkey, nil
+}
+
+func parseVerifier(key, name string) (note.Verifier, string, error) {
+	key = strings.TrimSpace(key)
+	if strings.HasPrefix(key, "ssh-") {
+		pub, err := identity.ParseEd25519Public(key)
+		if err != nil {
+			return nil, "", err
+		}
+		if key, err = note.NewEd25519VerifierKey(name, pub); err != nil {
+			return nil, "", fmt.Errorf("as a key named %q (give the note verifier key instead): %v", name, err)
+		}
+	}
+	v, err := note.NewVerifier(key)
+	if err != nil {
+		return nil, "", errors.New("want a note verifier key, an ssh-ed25519 public key line or a file holding one")
+	}
+	return v, key, nil
+}
+
+// A Signer signs checkpoints; Key is its note verifier key, the one
+// verifiers need.
+type Signer struct {
+	note.Signer
+	Key string
+}
+
+// LoadSigner reads a checkpoint signing key: a note signer key
+// ("PRIVATE+KEY+name+hash+key", as note.GenerateKey makes) given inline or
+// in a file, or an unencrypted OpenSSH ed25519 private key file. An OpenSSH
+// key is named name, or origin (the checkpoint's) when name is empty; a note
+// key has its own name, which name, if not empty, must equal.
+func LoadSigner(key, name, origin string) (*Signer, error) {
+	skey := strings.TrimSpace(key)
+	if !strings.HasPrefix(skey, "PRIVATE+KEY+") {
+		b, err := os.ReadFile(key)
+		if err != nil {
+			return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
+		}
+		skey = strings.TrimSpace(string(b))
+	}
+	if !strings.HasPrefix(skey, "PRIVATE+KEY+") {
+		priv, err := identity.LoadEd25519(key)
+		if err != nil {
+			return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
+		}
+		if name == "" {
+			name = origin
+		}
+		if skey, err = noteSignerKey(name, priv); err != nil {
+			return nil, errs.New("USAGE", "checkpoint signing key named %q (choose another name): %v", name, err)
+		}
+	}
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
+	}
+	if name != "" && s.Name() != name {
+		return nil, errs.New("USAGE", "checkpoint signing key is named %q, not %q", s.Name(), name)
+	}
+	// The fifth field of a note signer key (base64, which may hold '+') is
+	// the algorithm byte and the seed.
+	seed, err := base64.StdEncoding.DecodeString(strings.SplitN(skey, "+", 5)[4])
+	if err != nil || len(seed) != 1+ed25519.SeedSize {
+		return nil, errs.New("USAGE", "checkpoint signing key is not an ed25519 note key")
+	}
+	vkey, err := note.NewEd25519VerifierKey(s.Name(), ed25519.NewKeyFromSeed(seed[1:]).Public().(ed25519.PublicKey))
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{s, vkey}, nil
+}
+
+// noteSignerKey encodes an ed25519 key as a note signer key named name.
+func noteSignerKey(name string, priv ed25519.PrivateKey) (string, error) {
+	vkey, err := note.NewEd25519VerifierKey(name, priv.Public().(ed25519.PublicKey))
+	if err != nil {
+		return "", err
+	}
+	// vkey is name+hash+key; the signer key shares name and hash.
+	hash := strings.Split(vkey, "+")[1]
+	return "PRIVATE+KEY+" + name + "+" + hash + "+" +
+		base64.StdEncoding.EncodeToString(append([]byte{1}, priv.Seed()...)), nil
+}
+
+// Sign returns the checkpoint's note signed by signers, or its bare body
+// when there are none.
+func Sign(c Checkpoint, signers ...*Signer) ([]byte, error) {
+	if len(signers) == 0 {
+		return c.Body(), nil
+	}
+	ns := make([]note.Signer, len(signers))
+	for i, s := range signers {
+		ns[i] = s.Signer
+	}
+	text, err := note.Sign(&note.Note{Text: string(c.Body())}, ns...)
+	if err != nil {
+		return nil, errs.New("USAGE", "signing checkpoint of %q: %v", c.Origin, err)
+	}
+	return text, nil
+}
+
+// mergeNotes returns a note with the body of a and b (which must be equal)
+// and the signatures of both, a's first.
+func mergeNotes(a, b []byte) ([]byte, error) {
+	ba, sa := splitNote(a)
+	bb, sb := splitNote(b)
+	if !bytes.Equal(ba, bb) {
+		return nil, errors.New("different checkpoint bodies")
+	}
+	sigs, seen := sa, map[string]bool{}
+	for _, s := range sa {
+		seen[s] = true
+	}
+	for _, s := range sb {
+		if !seen[s] {
+			sigs, seen[s] = append(sigs, s), true
+		}
+	}
+	if len(sigs) == 0 {
+		return ba, nil
+	}
+	return []byte(string(ba) + "\n" + strings.Join(sigs, "\n") + "\n"), nil
+}

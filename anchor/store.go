@@ -1,0 +1,96 @@
+package anchor
+
+import (
+	"errors"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// RefFor returns the ref that stores the ledger's checkpoint at size:
+// <namespace>/checkpoints/<size in decimal>. It points at a blob holding the
+// checkpoint's note, so it is pushed and fetched with the ledger
+// (git push origin 'refs/tally/*').
+func RefFor(l *ledger.Ledger, size uint64) string {
+	return l.Namespace + "/checkpoints/" + strconv.FormatUint(size, 10)
+}
+
+const storeLockTimeout = 30 * time.Second
+
+// Load returns the checkpoint note stored for size, or nil if there is none.
+func Load(l *ledger.Ledger, size uint64) ([]byte, error) {
+	ref := RefFor(l, size)
+	id, err := l.Repo.ReadRef(ref)
+	if errors.Is(err, gitstore.ErrNoRef) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap("CORRUPT", err, "read %s", ref)
+	}
+	db, err := l.Repo.Objects()
+	if err != nil {
+		return nil, err
+	}
+	typ, data, err := db.Read(id)
+	if err != nil || typ != gitstore.BlobObject {
+		return nil, errs.Wrap("CORRUPT", err, "%s does not point at a checkpoint blob", ref)
+	}
+	return data, nil
+}
+
+// Save stores a checkpoint note (see Sign) of c under RefFor(c.Size), with
+// git's lockfile compare-and-swap under the writer lock
+// <LocalDir>/checkpoints.lock. A note already stored there with the same
+// body gains the new signatures; one with another body (another root at the
+// same size, say fetched from a remote) is FORK-DETECTED. It returns the ref.
+func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
+	ref := RefFor(l, c.Size)
+	if body, _ := splitNote(text); string(body) != string(c.Body()) {
+		return "", errs.New("USAGE", "note to store is not the checkpoint of size %d", c.Size)
+	}
+	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "checkpoints.lock"), storeLockTimeout)
+	if err != nil {
+		if errors.Is(err, gitstore.ErrRefLocked) {
+			return "", errs.New("CONFLICT", "another tally process held the checkpoints lock for %v", storeLockTimeout)
+		}
+		return "", err
+	}
+	defer wl.Release()
+	old, err := l.Repo.ReadRef(ref)
+	if err != nil && !errors.Is(err, gitstore.ErrNoRef) {
+		return "", errs.Wrap("CORRUPT", err, "read %s", ref)
+	}
+	if !old.IsZero() {
+		prev, err := Load(l, c.Size)
+		if err != nil {
+			return "", err
+		}
+		if text, err = mergeNotes(prev, text); err != nil {
+			body, _ := splitNote(prev)
+			return "", errs.New("FORK-DETECTED", "%s holds another checkpoint than the ledger's at %d entries (%q, root %s):\n%s",
+				ref, c.Size, c.Origin, c.Root, body).With("checkpoint_size", c.Size)
+		}
+	}
+	pw := gitstore.NewPackWriter()
+	id := pw.Add(gitstore.BlobObject, text)
+	if id == old {
+		return ref, nil
+	}
+	pack, err := l.Repo.UpdateRefWithPack(wl, ref, old, id, pw)
+	switch {
+	case errors.Is(err, gitstore.ErrRefChanged):
+		return "", errs.Wrap("CONFLICT", err, "update %s", ref)
+	case errors.Is(err, gitstore.ErrRefLocked):
+		return "", errs.Wrap("REF-LOCKED", err, "update %s", ref)
+	case err != nil:
+		return "", errs.Wrap("INTERNAL", err, "update %s", ref)
+	}
+	if db, err := l.Repo.Objects(); err == nil {
+		db.AddPack(pack)
+	}
+	return ref, nil
+}

@@ -1,0 +1,42 @@
+package identity
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"os"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// LoadEd25519 reads an unencrypted OpenSSH ed25519 private key file, the
+// form LoadSigner accepts, and returns the raw key, for signers other than
+// SSHSIG (such as checkpoint notes).
+func LoadEd25519(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := ssh.ParseRawPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	priv, ok := raw.(*ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: only unencrypted ssh-ed25519 private keys are supported", path)
+	}
+	return *priv, nil
+}
+
+// ParseEd25519Public parses an SSH public key line ("ssh-ed25519 AAAA...
+// [comment]") and returns the raw ed25519 key.
+func ParseEd25519Public(line string) (ed25519.PublicKey, error) {
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	if err != nil {
+		return nil, fmt.Errorf("not an SSH public key: %v", err)
+	}
+	ck, ok := pub.(ssh.CryptoPublicKey)
+	if !ok || pub.Type() != ssh.KeyAlgoED25519 {
+		return nil, fmt.Errorf("key type %s: only ssh-ed25519 is accepted", pub.Type())
+	}
+	return ck.CryptoPublicKey().(ed25519.PublicKey), nil
+}

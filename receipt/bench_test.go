@@ -1,0 +1,105 @@
+package receipt_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/receipt"
+)
+
+// BenchmarkReceipt measures receipt verification on ledgers of 1k entries
+// and (with TALLY_BIG_BENCH=1) 100k entries, the receipt being the last
+// entry: "check" is receipt.Check alone (the receipt checks on a verified
+// head), "verify" is receipt.Verify (an incremental ledger verify with
+// nothing new to replay, then the checks). Neither should grow with the
+// ledger's length beyond its logarithm.
+func BenchmarkReceipt(b *testing.B) {
+	sizes := []int{1_000}
+	if os.Getenv("TALLY_BIG_BENCH") == "1" {
+		sizes = append(sizes, 100_000)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			l, commit := benchLedger(b, n)
+			rep, err := l.Verify(false) // the first verify replays everything
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run("check", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := receipt.Check(l, rep, commit); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("verify", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := receipt.Verify(l, commit); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// benchLedger builds a ledger of n entries: genesis, notes appended in
+// batches of 2,000, then a plan, a claim and a done receipting a commit of
+// 20 new files, which it returns.
+func benchLedger(b *testing.B, n int) (*ledger.Ledger, string) {
+	dir := testrepo.New(b)
+	c, err := tally.Open(dir, tally.Options{Actor: "agent-1", Local: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.L.WaitMaintenance(); c.Close() })
+	if _, err := c.Init("bench"); err != nil {
+		b.Fatal(err)
+	}
+	note := func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+		return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: "x"}}, nil
+	}
+	for left := n - 4; left > 0; left -= 2000 {
+		batch := make([]ledger.BuildFunc, min(left, 2000))
+		for i := range batch {
+			batch[i] = note
+		}
+		if _, err := c.L.AppendBatch("bench", batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := c.Plan(&lease.PlanBody{Wave: "w1", Cells: []lease.PlanCell{{ID: "a", Paths: []string{"src/a/**"}}}}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Claim(tally.ClaimOptions{Wave: "w1", Cell: "a", PID: os.Getpid()}); err != nil {
+		b.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "src/a"), 0o755)
+	for i := range 20 {
+		os.WriteFile(filepath.Join(dir, "src/a", fmt.Sprintf("f%d.go", i)), []byte("package a\n"), 0o644)
+	}
+	testrepo.Git(b, dir, "add", "-A")
+	testrepo.Git(b, dir, "commit", "-q", "-m", "work")
+	done, err := c.Done(receipt.Request{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: "w1", Cell: "a"}, Epoch: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Roll the packs together, as tally gc does, so that every size is
+	// measured on the same layout.
+	c.L.WaitMaintenance()
+	if err := c.L.Repack(); err != nil {
+		b.Fatal(err)
+	}
+	s, err := c.L.Head()
+	if err != nil || s.Meta.Size != uint64(n) {
+		b.Fatalf("ledger of %v entries, want %d (%v)", s.Meta.Size, n, err)
+	}
+	return c.L, done.Receipt.Commit
+}
