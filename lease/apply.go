@@ -351,8 +351,11 @@ type RenewBody struct {
 }
 
 // holder checks that the entry's actor holds the cell's lease at epoch. With
-// live, the lease must also not have expired. Order of checks follows the
-// reference lease design: state, actor, epoch, expiry.
+// live, the lease must also not have expired. A stale epoch (older than the
+// last one granted) is checked first: the epoch is the fencing token, so a
+// holder whose lease was taken over — by anyone — learns that it was fenced
+// off (EPOCH-MISMATCH), even after the cell moved on. Otherwise the state, the
+// actor and then the exact epoch are checked.
 func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
 	if err := checkIDs(b.Wave, b.Cell); err != nil {
 		return nil, err
@@ -365,6 +368,13 @@ func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
 		return nil, err
 	}
 	l := c.Lease
+	if b.Epoch < c.Epoch {
+		e := errs.New("EPOCH-MISMATCH", "%s/%s is at epoch %d: epoch %d was fenced off", b.Wave, b.Cell, c.Epoch, b.Epoch).With("epoch", c.Epoch)
+		if l != nil {
+			e.With("holder", l.Actor)
+		}
+		return nil, e
+	}
 	if c.State != Claimed || l == nil {
 		return nil, errs.New("CELL-STATE", "cell %s/%s is %s, not claimed", b.Wave, b.Cell, c.State).With("state", c.State)
 	}

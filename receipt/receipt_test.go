@@ -120,11 +120,10 @@ func jsonGet(v any, path ...any) any {
 }
 
 // A lease taken over after it expired fences off its old holder: the old
-// holder's done is refused and nothing is written. Another actor's takeover
-// is caught by the actor check (the rules check the actor before the epoch);
-// the same actor's (a restarted agent) by the epoch check.
+// holder's done is refused with EPOCH-MISMATCH and nothing is written,
+// whether another agent or the same actor (a restarted agent) took it over.
 func TestDoneAfterTakeoverRefused(t *testing.T) {
-	for _, tc := range []struct{ taker, code string }{{"agent-2", "ACTOR-MISMATCH"}, {"agent-1", "EPOCH-MISMATCH"}} {
+	for _, tc := range []struct{ taker, code string }{{"agent-2", "EPOCH-MISMATCH"}, {"agent-1", "EPOCH-MISMATCH"}} {
 		t.Run(tc.taker, func(t *testing.T) {
 			dir := setup(t, at(0))
 			run(t, dir, "agent-1", at(0), 0, "", "claim", "w1/a", "--ttl", "30")
