@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
 )
 
 // Candidate is a cell that a claim could take now.
@@ -118,43 +119,111 @@ type PathHold struct {
 	Source    string `json:"source"` // "cell W/C" or "lock"
 }
 
-// PathHolds returns the live path holds at time now.
+// PathHolds returns the live path holds at time now: the path locks of
+// locks/index (one read) in pattern order, then the declared paths of
+// claimed cells in plan order.
 func PathHolds(kv chain.KV, now time.Time) ([]PathHold, error) {
-	p, err := ReadPlan(kv)
+	s, err := loadPaths(newTxn(kv), now)
 	if err != nil {
 		return nil, err
 	}
-	t := newTxn(kv)
 	var out []PathHold
-	for _, w := range p.Waves {
-		wv, err := t.wave(w)
+	for _, l := range s.locks {
+		out = append(out, PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"})
+	}
+	return append(out, s.cells...), nil
+}
+
+// Locks returns the path locks live at now, in pattern order.
+func Locks(kv chain.KV, now time.Time) ([]Lock, error) {
+	t := newTxn(kv)
+	s, err := loadPaths(t, now)
+	if err != nil {
+		return nil, err
+	}
+	out := []Lock{}
+	for _, l := range s.locks {
+		pl, ok, err := t.pathLock(l.Pattern)
 		if err != nil {
 			return nil, err
 		}
-		hb, err := decodeBitmap(wv.Held, wv.Size)
-		if err != nil {
-			return nil, err
+		if !ok || pl.Lease == nil || pl.Epoch != l.Epoch {
+			return nil, errs.New("CORRUPT", "locks/index lists %s at epoch %d, which is not held", l.Pattern, l.Epoch)
 		}
-		for _, i := range hb.indexes() {
-			id, err := t.cellIDAt(w, i)
-			if err != nil {
-				return nil, err
-			}
-			c, err := t.cell(w, id)
-			if err != nil {
-				return nil, err
-			}
-			if c.Lease == nil || len(c.Paths) == 0 {
-				continue
-			}
-			if exp, err := chain.ParseTime(c.Lease.ExpiresAt); err != nil || now.After(exp) {
-				continue
-			}
-			for _, pat := range c.Paths {
-				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
-					ExpiresAt: c.Lease.ExpiresAt, Source: "cell " + w + "/" + id})
-			}
-		}
+		out = append(out, Lock{Pattern: l.Pattern, LockLease: *pl.Lease})
 	}
 	return out, nil
+}
+
+// ReadLock returns the stored state of a pattern, or nil if it was never locked.
+func ReadLock(kv chain.KV, pattern string) (*PathLock, error) {
+	pl, ok, err := newTxn(kv).pathLock(pattern)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Waits returns the waits live at now, in waiter order.
+func Waits(kv chain.KV, now time.Time) ([]Wait, error) {
+	t := newTxn(kv)
+	s, err := loadPaths(t, now)
+	if err != nil {
+		return nil, err
+	}
+	out := []Wait{}
+	for _, iw := range s.waits {
+		var w Wait
+		ok, err := t.load(waitKey(iw.Waiter), &w)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errs.New("CORRUPT", "waits/index lists %s, which has no wait", iw.Waiter)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// ReadWait returns an actor's wait record (live or expired but not yet
+// pruned), or nil if there is none.
+func ReadWait(kv chain.KV, actor string) (*Wait, error) {
+	var w Wait
+	ok, err := newTxn(kv).load(waitKey(actor), &w)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// WaitCycles returns the wait-for graph at now with its cycles and the
+// victims a break entry at that time must name.
+func WaitCycles(kv chain.KV, now time.Time) (*WaitGraph, error) {
+	s, err := loadPaths(newTxn(kv), now)
+	if err != nil {
+		return nil, err
+	}
+	return s.graph(), nil
+}
+
+// PlanLock decides a lock request of actor on normalized patterns at now, as
+// the lock rule will: the leases it preempts (for LockBody.Preempts), or the
+// LEASE-HELD refusal of the first conflict it may not preempt.
+func PlanLock(kv chain.KV, actor string, patterns []string, now time.Time) ([]Preempted, error) {
+	s, err := loadPaths(newTxn(kv), now)
+	if err != nil {
+		return nil, err
+	}
+	return s.plan(actor, patterns)
+}
+
+// Blockers returns the actors whose live holds deny pattern to actor at now
+// (for WaitBody.Holders), sorted; none if actor could lock it.
+func Blockers(kv chain.KV, actor, pattern string, now time.Time) ([]string, error) {
+	s, err := loadPaths(newTxn(kv), now)
+	if err != nil {
+		return nil, err
+	}
+	return s.blockers(actor, pattern), nil
 }

@@ -70,6 +70,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.planCmd(), a.claimCmd(), a.renewCmd(), a.releaseCmd(), a.failCmd(), a.requeueCmd(), a.doneCmd(),
 		a.statusCmd(), a.showCmd(), a.nextCmd(), a.runCmd(), a.demoCmd(), a.gcCmd(),
 		a.receiptCmd(),
+		a.lockCmd(), a.unlockCmd(), a.locksCmd(), a.deadlocksCmd(),
 		a.checkpointCmd(), a.proveCmd(), a.verifyProofCmd(), a.anchorCmd(),
 		a.policyCmd(), a.keysCmd(), a.remoteCmd(), a.syncCmd(), a.hooksCmd(), a.hookCmd(),
 	} {

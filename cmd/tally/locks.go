@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) locksCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "locks",
+		Short: "live path locks, paths held through claimed cells, and waits",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			v, err := c.Locks()
+			if err != nil {
+				return err
+			}
+			return a.emit(v, func(w io.Writer) {
+				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+				for _, l := range v.Locks {
+					fmt.Fprintf(tw, "%s\t%s\tepoch %d\tuntil %s\t%s\n", l.Pattern, l.Actor, l.Epoch, l.ExpiresAt, l.Reason)
+				}
+				for _, h := range v.Cells {
+					fmt.Fprintf(tw, "%s\t%s\tepoch %d\tuntil %s\t(%s)\n", h.Pattern, h.Actor, h.Epoch, h.ExpiresAt, h.Source)
+				}
+				tw.Flush()
+				for _, wt := range v.Waits {
+					fmt.Fprintf(w, "%s waits for %s (held by %s) until %s\n", wt.Waiter, wt.Pattern, strings.Join(wt.Holders, ", "), wt.ExpiresAt)
+				}
+				if len(v.Locks)+len(v.Cells)+len(v.Waits) == 0 {
+					fmt.Fprintln(w, "no path is held")
+				}
+			})
+		},
+	}
+}

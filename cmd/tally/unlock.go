@@ -1,0 +1,29 @@
+package main
+
+import "github.com/spf13/cobra"
+
+func (a *app) unlockCmd() *cobra.Command {
+	var epochs []int64
+	cmd := &cobra.Command{
+		Use:   "unlock PATHSPEC... --epoch N[,N...]",
+		Short: "release your path locks (one epoch for all, or one per pathspec)",
+		Long: `unlock releases your locks on the pathspecs, each at its epoch; the epoch is
+kept. An expired lock may still be unlocked. Refusals: EPOCH-MISMATCH (the
+lock moved on: preempted, broken or taken after expiry), ACTOR-MISMATCH,
+LEASE-MISSING.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := requireFlag(cmd, "epoch"); err != nil {
+				return err
+			}
+			c, err := a.client(true)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return a.emitAppended(c.Unlock(argv, epochs))
+		},
+	}
+	cmd.Flags().Int64SliceVar(&epochs, "epoch", nil, "the epoch of your lock(s)")
+	return cmd
+}
