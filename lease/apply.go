@@ -299,6 +299,22 @@ func (r *rule) claim() (string, any, error) {
 		}
 		g.Prior = l
 	}
+	// A cell's declared paths are held by its holder, so they may not overlap
+	// another actor's live path lock or claimed cell: the push hooks would
+	// refuse that work anyway.
+	if len(c.Paths) > 0 {
+		s, err := loadPaths(r.t, r.now)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, p := range c.Paths {
+			for _, cf := range s.conflicts(r.e.Actor, p) {
+				if cf.hold.Source != "cell "+b.Wave+"/"+b.Cell {
+					return "", nil, heldErr(cf)
+				}
+			}
+		}
+	}
 	ttl := time.Duration(b.TTL) * time.Second
 	c.Epoch++
 	c.Lease = &Lease{
