@@ -1,0 +1,309 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/receipt"
+)
+
+// Inputs. A field without omitempty is required by the inferred schema.
+
+// CellIn names a cell.
+type CellIn struct {
+	Wave string `json:"wave" jsonschema:"the wave id"`
+	Cell string `json:"cell" jsonschema:"the cell id within the wave"`
+}
+
+// LeaseIn names your lease on a cell.
+type LeaseIn struct {
+	CellIn
+	Epoch int64 `json:"epoch" jsonschema:"the epoch of your lease, as claim returned it"`
+}
+
+// WaveIn optionally restricts a view to one wave.
+type WaveIn struct {
+	Wave string `json:"wave,omitempty" jsonschema:"only this wave (default: all)"`
+}
+
+// ClaimIn is the input of claim: a cell, or next.
+type ClaimIn struct {
+	Wave        string `json:"wave,omitempty" jsonschema:"the cell's wave; with next: only consider this wave"`
+	Cell        string `json:"cell,omitempty" jsonschema:"the cell id (omit with next)"`
+	Next        bool   `json:"next,omitempty" jsonschema:"claim the first ready cell instead of naming one"`
+	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds, 30..86400 (default 1800)"`
+	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
+	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process on this host is gone"`
+}
+
+// RenewIn is the input of renew.
+type RenewIn struct {
+	LeaseIn
+	TTL int `json:"ttl,omitempty" jsonschema:"new time to live in seconds (default: keep the lease's)"`
+}
+
+// FailIn is the input of fail.
+type FailIn struct {
+	LeaseIn
+	Reason string `json:"reason,omitempty" jsonschema:"why it failed"`
+}
+
+// DoneIn is the input of done.
+type DoneIn struct {
+	LeaseIn
+	Commit   string `json:"commit,omitempty" jsonschema:"the commit holding the work (default HEAD)"`
+	Base     string `json:"base,omitempty" jsonschema:"where the work started (default: HEAD when claimed)"`
+	Evidence string `json:"evidence_file,omitempty" jsonschema:"extra evidence file (JSON), relative to the work tree"`
+}
+
+// RunIn is the input of run.
+type RunIn struct {
+	CellIn
+	Epoch          int64    `json:"epoch,omitempty" jsonschema:"the epoch of your lease (checked if given)"`
+	Argv           []string `json:"argv" jsonschema:"the command and its arguments, run in the work tree without a shell"`
+	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds (default: no limit)"`
+}
+
+// LockIn is the input of lock.
+type LockIn struct {
+	Patterns    []string `json:"patterns" jsonschema:"repository-relative globs (*, ?, **), all or none"`
+	TTL         int      `json:"ttl,omitempty" jsonschema:"lock time to live in seconds, 30..86400 (default 1800)"`
+	Reason      string   `json:"reason,omitempty" jsonschema:"why, for the others"`
+	WaitSeconds int      `json:"wait_seconds,omitempty" jsonschema:"on LEASE-HELD record a wait and retry up to this long (else WAIT-TIMEOUT)"`
+	Epochs      []int64  `json:"epochs,omitempty" jsonschema:"only renew your locks at these epochs (one for all, or one per pattern)"`
+}
+
+// UnlockIn is the input of unlock.
+type UnlockIn struct {
+	Patterns []string `json:"patterns" jsonschema:"the patterns of your locks"`
+	Epochs   []int64  `json:"epochs" jsonschema:"their epochs: one for all, or one per pattern"`
+}
+
+// VerifyIn is the input of verify.
+type VerifyIn struct {
+	Full bool `json:"full,omitempty" jsonschema:"verify from genesis, not only what is new since the last verify"`
+}
+
+// LogIn is the input of log.
+type LogIn struct {
+	N int `json:"n,omitempty" jsonschema:"at most this many entries, newest first (default: all)"`
+}
+
+// Outputs not defined by the facade; their fields are the command line's --json fields.
+
+// StatusOut is the output of status.
+type StatusOut struct {
+	Now   string             `json:"now"`
+	Waves []tally.WaveStatus `json:"waves"`
+}
+
+// NextOut is the output of next.
+type NextOut struct {
+	Ready []lease.Candidate `json:"ready"`
+}
+
+// LogOut is the output of log.
+type LogOut struct {
+	Entries []ledger.LogEntry `json:"entries"`
+}
+
+// RunOut is the output of run: the evidence recorded and the command's
+// last output, for reading, not recorded.
+type RunOut struct {
+	Evidence   lease.Evidence `json:"evidence"`
+	StdoutTail string         `json:"stdout_tail" jsonschema:"the last 4 KiB of stdout"`
+	StderrTail string         `json:"stderr_tail" jsonschema:"the last 4 KiB of stderr"`
+}
+
+func (s *Server) tools() {
+	add(s, "status", "Cells by state with holders and seconds left, claimed ones expiring soonest first (tally status).",
+		func(_ context.Context, in WaveIn) (out *StatusOut, err error) {
+			out = &StatusOut{}
+			err = s.call(func(c *tally.Client) error {
+				var now time.Time
+				out.Waves, now, err = c.Status(in.Wave)
+				out.Now = chain.FormatTime(now)
+				return err
+			})
+			return out, err
+		})
+	add(s, "next", "The cells claimable now, in the order claim with next takes them (tally next).",
+		func(_ context.Context, in WaveIn) (out *NextOut, err error) {
+			out = &NextOut{}
+			err = s.call(func(c *tally.Client) error { out.Ready, err = c.Next(in.Wave); return err })
+			return out, err
+		})
+	add(s, "show", "A cell (title, deps, paths, state, lease) and its history (tally show).",
+		func(_ context.Context, in CellIn) (out *tally.CellView, err error) {
+			err = s.call(func(c *tally.Client) error { out, err = c.Show(in.Wave, in.Cell); return err })
+			return out, err
+		})
+	add(s, "claim", "Claim a cell (wave and cell, or next): a lease at a new epoch; keep the epoch for renew, run, done. "+
+		"LEASE-HELD (retryable) names the holder, epoch and expires_at (tally claim).",
+		func(_ context.Context, in ClaimIn) (out *tally.LeaseResult, err error) {
+			o := tally.ClaimOptions{Wave: in.Wave, Cell: in.Cell, Next: in.Next, TTL: in.TTL, PID: s.opt.PID,
+				Steal: in.Steal, ReclaimDead: in.ReclaimDead}
+			if in.Next {
+				o.Wave, o.NextWave = "", in.Wave
+			}
+			if err = s.call(func(c *tally.Client) error { out, err = c.Claim(o); return err }); err == nil {
+				s.track(out.CellRef, out.Lease)
+			}
+			return out, err
+		})
+	add(s, "renew", "Heartbeat: extend your live lease, not past its max-hold time (tally renew).",
+		func(_ context.Context, in RenewIn) (out *tally.LeaseResult, err error) {
+			if err = s.call(func(c *tally.Client) error { out, err = c.Renew(in.Wave, in.Cell, in.Epoch, in.TTL); return err }); err == nil {
+				s.track(out.CellRef, out.Lease)
+			}
+			return out, err
+		})
+	add(s, "release", "Give your cell back: pending again, epoch kept (tally release).",
+		func(_ context.Context, in LeaseIn) (out *tally.Appended, err error) {
+			if err = s.call(func(c *tally.Client) error { out, err = c.Release(in.Wave, in.Cell, in.Epoch); return err }); err == nil {
+				s.untrack(lease.CellRef{Wave: in.Wave, Cell: in.Cell}, in.Epoch)
+			}
+			return out, err
+		})
+	add(s, "fail", "Mark your claimed cell failed (tally fail).",
+		func(_ context.Context, in FailIn) (out *tally.Appended, err error) {
+			if err = s.call(func(c *tally.Client) error { out, err = c.Fail(in.Wave, in.Cell, in.Epoch, in.Reason); return err }); err == nil {
+				s.untrack(lease.CellRef{Wave: in.Wave, Cell: in.Cell}, in.Epoch)
+			}
+			return out, err
+		})
+	add(s, "done", "Finish your cell with a receipt binding it to a commit: its tree, the paths changed from base, "+
+		"the evidence recorded by run (tally done).",
+		func(_ context.Context, in DoneIn) (out *tally.DoneResult, err error) {
+			req := receipt.Request{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: in.Wave, Cell: in.Cell}, Epoch: in.Epoch},
+				Commit: in.Commit, Base: in.Base, EvidenceFile: s.inWorkTree(in.Evidence)}
+			if err = s.call(func(c *tally.Client) error { out, err = c.Done(req); return err }); err == nil {
+				s.untrack(req.CellRef, in.Epoch)
+			}
+			return out, err
+		})
+	add(s, "run", "Run a command in the work tree under your live lease and record its evidence for done: argv, "+
+		"exit code, duration, size and digests of stdout and stderr (tally run). A failing command is not a tool error: "+
+		"read evidence.exit_code.", s.run)
+	add(s, "lock", "Lease repository paths, all or none; a pattern you hold is renewed (tally lock).",
+		func(_ context.Context, in LockIn) (out *tally.LockResult, err error) {
+			if in.WaitSeconds < 0 || (in.WaitSeconds > 0 && in.Epochs != nil) {
+				return nil, errs.New("USAGE", "wait_seconds must not be negative, and excludes epochs")
+			}
+			err = s.call(func(c *tally.Client) error {
+				if in.Epochs != nil {
+					out, err = c.RenewLocks(in.Patterns, in.Epochs, in.TTL, in.Reason)
+				} else {
+					out, err = c.Lock(in.Patterns, in.TTL, in.Reason, time.Duration(in.WaitSeconds)*time.Second)
+				}
+				return err
+			})
+			return out, err
+		})
+	add(s, "unlock", "Release your path locks, each at its epoch (tally unlock).",
+		func(_ context.Context, in UnlockIn) (out *tally.Appended, err error) {
+			err = s.call(func(c *tally.Client) error { out, err = c.Unlock(in.Patterns, in.Epochs); return err })
+			return out, err
+		})
+	add(s, "locks", "Live path locks, claimed cells' declared paths and live waits (tally locks).",
+		func(_ context.Context, _ struct{}) (out *tally.LocksView, err error) {
+			err = s.call(func(c *tally.Client) error { out, err = c.Locks(); return err })
+			return out, err
+		})
+	add(s, "verify", "Replay the ledger and check every entry new since the last verify, or all with full (tally verify).",
+		func(_ context.Context, in VerifyIn) (out *ledger.Report, err error) {
+			err = s.call(func(c *tally.Client) error { out, err = c.Verify(in.Full); return err })
+			return out, err
+		})
+	add(s, "log", "Ledger entries, newest first (tally log).",
+		func(_ context.Context, in LogIn) (out *LogOut, err error) {
+			out = &LogOut{}
+			err = s.call(func(c *tally.Client) error { out.Entries, err = c.Log(in.N); return err })
+			return out, err
+		})
+}
+
+// inWorkTree resolves a relative path against the work tree (the server's
+// working directory is the agent's business).
+func (s *Server) inWorkTree(p string) string {
+	if wt := s.c.L.Repo.WorkTree; p != "" && wt != "" && !filepath.IsAbs(p) {
+		return filepath.Join(wt, p)
+	}
+	return p
+}
+
+// tailMax bounds the output run returns.
+const tailMax = 4096
+
+// run is tally run without streaming: the command's stdin is empty, its
+// output is digested and its tail returned. Cancelling the call, or its
+// timeout, kills the command's process group.
+func (s *Server) run(ctx context.Context, in RunIn) (*RunOut, error) {
+	if len(in.Argv) == 0 || in.TimeoutSeconds < 0 {
+		return nil, errs.New("USAGE", "give argv, the command to run, and a timeout that is not negative")
+	}
+	var ls *lease.Lease
+	var start time.Time
+	err := s.call(func(c *tally.Client) (err error) {
+		start = c.L.Now()
+		ls, err = c.LiveLease(in.Wave, in.Cell, in.Epoch)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if in.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
+		defer cancel()
+	}
+	out, errOut := receipt.NewStreamDigest(), receipt.NewStreamDigest()
+	var outTail, errTail tail
+	child := exec.CommandContext(ctx, in.Argv[0], in.Argv[1:]...)
+	child.Dir = s.inWorkTree(".")
+	child.Stdout, child.Stderr = io.MultiWriter(out, &outTail), io.MultiWriter(errOut, &errTail)
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	child.Cancel = func() error { return syscall.Kill(-child.Process.Pid, syscall.SIGKILL) }
+	child.WaitDelay = 5 * time.Second
+	t0 := time.Now()
+	code := 0
+	if err := child.Run(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, errs.New("USAGE", "run %s: %v", in.Argv[0], err)
+		}
+		code = ee.ExitCode()
+	}
+	ev := lease.Evidence{Argv: in.Argv, ExitCode: code, StartedAt: chain.FormatTime(start),
+		DurationMS: time.Since(t0).Milliseconds(), Stdout: out.Digest(), Stderr: errOut.Digest(), Epoch: ls.Epoch}
+	if err := s.call(func(c *tally.Client) error { return c.RecordEvidence(in.Wave, in.Cell, ev) }); err != nil {
+		return nil, err
+	}
+	return &RunOut{Evidence: ev, StdoutTail: outTail.String(), StderrTail: errTail.String()}, nil
+}
+
+// tail keeps the last tailMax bytes written to it.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 2*tailMax {
+		t.b = append(t.b[:0], t.b[len(t.b)-tailMax:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	return strings.ToValidUTF8(string(t.b[max(0, len(t.b)-tailMax):]), "\uFFFD")
+}
