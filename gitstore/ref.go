@@ -213,7 +213,7 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 		time.Sleep(pause/2 + rand.N(pause))
 		pause = min(pause*2, 2*time.Millisecond)
 	}
-	rec, err := io.ReadAll(io.LimitReader(f, 256))
+	rec, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
@@ -326,22 +326,26 @@ func (r *Repo) createRefLock(w *WriterLock, lockPath, content string) (*os.File,
 	deadline := time.Now().Add(refLockTimeout)
 	pause := 100 * time.Microsecond
 	for {
-		if err := w.record(content); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return nil, err
-		}
+		// Remove a recognized orphan before touching the record, and keep
+		// naming an orphan not yet recognized (an empty lock still young) in
+		// the record: a process killed at any point leaves a record that
+		// recognizes every lockfile it is responsible for.
 		if w.stale != "" && orphanedLock(lockPath, w.stale) {
 			if err := os.Remove(lockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, err
 			}
 			w.stale = ""
-			continue
+		}
+		if err := w.record(w.stale + content); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			w.stale = "" // no other lockfile exists now, so none is orphaned
+			return f, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, err
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: %s (remove it if no git process is running)", ErrRefLocked, lockPath)
@@ -351,11 +355,12 @@ func (r *Repo) createRefLock(w *WriterLock, lockPath, content string) (*os.File,
 	}
 }
 
-// orphanedLock reports whether the lockfile was left by a dead tally writer
-// whose record is stale. Only a tally process holding the writer lock writes a
-// lock whose content is a prefix of its record, and that process is gone. An
-// empty lock could also be one git has just created, so it counts as orphaned
-// only once it is older than any live git process keeps a lock empty.
+// orphanedLock reports whether the lockfile was left by a dead tally writer:
+// stale is the record of that writer, one intended lock content per line.
+// Only a tally process holding the writer lock writes a lock whose content is
+// a prefix of a recorded line, and that process is gone. An empty lock could
+// also be one git has just created, so it counts as orphaned only once it is
+// older than any live git process keeps a lock empty.
 func orphanedLock(lockPath, stale string) bool {
 	fi, err := os.Stat(lockPath)
 	if err != nil {
@@ -365,7 +370,15 @@ func orphanedLock(lockPath, stale string) bool {
 		return time.Since(fi.ModTime()) > time.Second
 	}
 	b, err := os.ReadFile(lockPath)
-	return err == nil && len(b) > 0 && strings.HasPrefix(stale, string(b))
+	if err != nil || len(b) == 0 {
+		return false
+	}
+	for _, line := range strings.SplitAfter(stale, "\n") {
+		if strings.HasPrefix(line, string(b)) {
+			return true
+		}
+	}
+	return false
 }
 
 // syncDir fsyncs a directory so renames and creations in it are durable.

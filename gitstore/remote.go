@@ -183,8 +183,13 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
 	defer cancel()
 	err = rm.PushContext(ctx, opts)
-	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+	if err == nil {
 		return nil
+	}
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		// go-git also says this when it could not read the commit to push:
+		// not a success; the caller's listing of the remote ref decides.
+		return fmt.Errorf("%w: go-git reported nothing to push", ErrRemoteUnreachable)
 	}
 	msg := strings.TrimSpace(progress.String())
 	if strings.Contains(err.Error(), "required to be") {

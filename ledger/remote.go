@@ -1,6 +1,9 @@
 package ledger
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"errors"
 	"math/rand/v2"
 	"net/url"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 )
@@ -38,11 +42,13 @@ func (l *Ledger) writeRemoteRecord(remote string, tip gitstore.ObjectID) error {
 }
 
 // trackingRef is where fetches of a remote's ledger land: a remote-tracking
-// ref outside the namespace, so pushing refs/tally/* never sends it back.
+// ref outside the namespace, so pushing refs/tally/* never sends it back. A
+// remote given as a URL is named by a hash of it (a URL is no ref name).
 func (l *Ledger) trackingRef(remote string) string {
 	name := remote
-	if strings.ContainsAny(name, ":/\\") {
-		name = "url-" + strings.Trim(url.PathEscape(name), "%")
+	if !gitstore.ValidRefName("refs/remotes/" + name + "/x") {
+		sum := sha256.Sum256([]byte(remote))
+		name = "tally-url-" + hex.EncodeToString(sum[:8])
 	}
 	return "refs/remotes/" + name + "/" + strings.TrimPrefix(l.Ref, "refs/")
 }
@@ -104,19 +110,34 @@ func remoteError(err error) error {
 
 // AppendRemote appends entries through the remote. The first attempt builds
 // on the remote tip this clone last knew and lets the push's compare-and-swap
-// tell whether it is still current; any failure re-lists the remote ref to
-// decide: our commit there means we won, the old tip means the push did not
-// happen (retry; if the server said why, that is REMOTE-REJECTED), anything
-// else means we lost the race (refetch, verify, rebuild).
+// tell whether it is still current. Whatever the push reports, the outcome is
+// decided by listing the remote ref (go-git can report success for a push the
+// server never applied): our commit there means we won; the old tip means the
+// push did not happen (retry; if the server said why, that is
+// REMOTE-REJECTED); anything else is fetched and verified, and then our entries
+// are either in it (another writer appended on top of ours: we won) or not (we
+// lost the race: rebuild on the new tip), with jittered backoff.
 func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appended, error) {
 	pause := 2 * time.Millisecond
 	base := l.readRemoteRecord(remote)
 	fetch := base.IsZero()
+	var pending []*Appended // pushed, outcome unknown until the next fetch
 	for attempt := 0; attempt < remoteAttempts; attempt++ {
 		if fetch {
 			var err error
 			if base, err = l.FetchRemote(remote); err != nil {
 				return nil, err
+			}
+			if pending != nil {
+				in, err := l.contains(base, pending[len(pending)-1])
+				if err != nil {
+					return nil, err
+				}
+				if in {
+					l.fastForwardLocal(base, base)
+					return pending, nil
+				}
+				pending = nil
 			}
 		}
 		out, _, pw, err := l.prepareOn(base, actor, builds)
@@ -134,37 +155,60 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			return nil, err
 		}
 		pushErr := l.Repo.PushRef(remote, l.Ref, base, tip)
-		won := pushErr == nil
-		if !won {
-			cur, err := l.Repo.ListRemoteRef(remote, l.Ref)
-			if err != nil {
-				return nil, remoteError(err)
+		cur, err := l.Repo.ListRemoteRef(remote, l.Ref)
+		if err != nil {
+			if pushErr == nil {
+				return nil, errs.Wrap("REMOTE-UNREACHABLE", err, "remote %s: the push may have landed (run tally sync)", remote)
 			}
-			switch {
-			case cur == tip:
-				won = true
-			case cur == base && errors.Is(pushErr, gitstore.ErrPushRejected):
-				gitstore.RemovePack(l.Repo.ObjectDir, pack)
-				return nil, remoteError(pushErr)
-			case cur == base && errors.Is(pushErr, gitstore.ErrRemoteUnreachable) && attempt >= 3:
-				gitstore.RemovePack(l.Repo.ObjectDir, pack)
-				return nil, remoteError(pushErr)
-			}
+			return nil, remoteError(err)
 		}
-		if won {
+		switch {
+		case cur == tip:
 			if db, err := l.Repo.Objects(); err == nil {
 				db.AddPack(pack)
 			}
 			l.writeRemoteRecord(remote, tip)
 			l.fastForwardLocal(base, tip)
 			return out, nil
+		case cur == base && errors.Is(pushErr, gitstore.ErrPushRejected):
+			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			return nil, remoteError(pushErr)
+		case cur == base && attempt >= 3:
+			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			if pushErr == nil {
+				pushErr = errors.New("the server did not apply the push")
+			}
+			return nil, remoteError(fmt.Errorf("%w: %v", gitstore.ErrRemoteUnreachable, pushErr))
+		case cur != base:
+			// Someone else moved the ref: our commit may be under theirs.
+			if db, err := l.Repo.Objects(); err == nil {
+				db.AddPack(pack)
+			}
+			pending = out
+			fetch = true
 		}
-		gitstore.RemovePack(l.Repo.ObjectDir, pack)
-		fetch = true
 		time.Sleep(pause/2 + rand.N(pause))
 		pause = min(2*pause, 200*time.Millisecond)
 	}
 	return nil, errs.New("CONFLICT", "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
+}
+
+// contains reports whether the ledger at tip holds the entry ap, by comparing
+// the entry hash recorded at its seq in tip's tiles (equal entries at a seq
+// imply equal prefixes).
+func (l *Ledger) contains(tip gitstore.ObjectID, ap *Appended) (bool, error) {
+	snap, err := l.SnapshotAt(tip)
+	if err != nil {
+		return false, err
+	}
+	if ap.Entry.Seq >= snap.Meta.Size {
+		return false, nil
+	}
+	h, _, err := chain.EntryRecord(snap, snap.Meta.Size, ap.Entry.Seq)
+	if err != nil {
+		return false, errs.Wrap("CORRUPT", err, "tiles of %s", tip)
+	}
+	return h == ap.Hash, nil
 }
 
 // fastForwardLocal moves the local ledger ref to tip when the local ledger is

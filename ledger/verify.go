@@ -142,8 +142,10 @@ func (l *Ledger) VerifyRangeEach(base, tip gitstore.ObjectID, each func(*Applied
 	// current one is replayed.
 	raws := make(chan fetched, 256)
 	stop := make(chan struct{})
-	defer close(stop)
+	done := make(chan struct{})
+	defer func() { close(stop); <-done }() // the reader must stop before the caller may close the repository
 	go func() {
+		defer close(done)
 		defer close(raws)
 		for i := len(commits) - 1; i >= 0; i-- {
 			raw, err := entryBytes(db, commits[i].commit.Tree)
