@@ -3,8 +3,8 @@ package ledger
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"path/filepath"
