@@ -116,6 +116,19 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	case o.ReclaimDead:
 		mode = lease.ModeReclaimDead
 	}
+	if o.Next && c.Remote == "" {
+		// Polling agents ask often when nothing is ready: answer from the tip
+		// without taking the writer lock (the append re-decides under it).
+		s, err := c.L.Head()
+		if err != nil {
+			return nil, err
+		}
+		if cand, err := lease.Next(s, o.NextWave, c.L.EntryTime(s)); err != nil {
+			return nil, err
+		} else if cand == nil {
+			return nil, errs.New("NO-READY-CELL", "no cell is claimable now")
+		}
+	}
 	base := ""
 	if head, err := c.L.Repo.Head(); err == nil {
 		base = head.String()

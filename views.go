@@ -37,7 +37,7 @@ func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	now := c.L.Now()
+	now := c.L.EntryTime(s)
 	waves, err := c.waves(s, wave)
 	if err != nil {
 		return nil, now, err
@@ -107,7 +107,7 @@ func (c *Client) Next(wave string) ([]lease.Candidate, error) {
 	}
 	out := []lease.Candidate{}
 	for _, w := range waves {
-		r, err := lease.Ready(s, w, c.L.Now(), 0)
+		r, err := lease.Ready(s, w, c.L.EntryTime(s), 0)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func (c *Client) LiveLease(wave, cell string, epoch int64) (*lease.Lease, error)
 	case epoch > 0 && l.Epoch != epoch:
 		return nil, errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", wave, cell, l.Epoch, epoch).With("epoch", l.Epoch)
 	}
-	if exp, err := chain.ParseTime(l.ExpiresAt); err == nil && c.L.Now().After(exp) {
+	if exp, err := chain.ParseTime(l.ExpiresAt); err == nil && c.L.EntryTime(s).After(exp) {
 		return nil, errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", wave, cell, l.ExpiresAt).With("expires_at", l.ExpiresAt)
 	}
 	return l, nil

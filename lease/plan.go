@@ -82,11 +82,11 @@ func (r *rule) plan() (string, error) {
 	for _, c := range b.Cells {
 		seen := map[string]bool{}
 		for _, d := range c.Deps {
-			if seen[d] {
-				return "", errs.New("USAGE", "cell %s lists dep %s twice", c.ID, d)
-			}
-			seen[d] = true
 			w, id := splitDep(b.Wave, d)
+			if seen[w+"/"+id] {
+				return "", errs.New("USAGE", "cell %s lists dep %s/%s twice", c.ID, w, id)
+			}
+			seen[w+"/"+id] = true
 			if w == b.Wave {
 				if _, ok := index[id]; !ok {
 					return "", errs.New("DEP-MISSING", "cell %s depends on %s, which is not in wave %s", c.ID, d, b.Wave).

@@ -180,8 +180,15 @@ func (t *txn) cell(w, c string) (*Cell, error) {
 // ReadWave returns a wave's summary.
 func ReadWave(kv chain.KV, w string) (*Wave, error) { return newTxn(kv).wave(w) }
 
-// ReadCell returns a cell's state.
-func ReadCell(kv chain.KV, w, c string) (*Cell, error) { return newTxn(kv).cell(w, c) }
+// ReadCell returns a cell's state (WAVE-MISSING if the wave does not exist,
+// as the rules say).
+func ReadCell(kv chain.KV, w, c string) (*Cell, error) {
+	t := newTxn(kv)
+	if _, err := t.wave(w); err != nil {
+		return nil, err
+	}
+	return t.cell(w, c)
+}
 
 // ReadPlan returns the list of waves.
 func ReadPlan(kv chain.KV) (*Plan, error) {

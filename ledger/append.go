@@ -166,11 +166,8 @@ func (l *Ledger) prepareOn(tip gitstore.ObjectID, actor string, builds []BuildFu
 // build builds one entry on snap (whose tree it advances) with parent as the
 // commit's parent, adding the new objects to pw.
 func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, build BuildFunc, pw *gitstore.PackWriter) (*Appended, error) {
-	now := l.now().UTC()
-	if last, err := chain.ParseTime(snap.Meta.TS); err == nil && now.Before(last) {
-		now = last // entry time never goes backwards, whatever this machine's clock says
-	}
-	draft, err := build(snap, now.Truncate(time.Millisecond))
+	now := l.EntryTime(snap)
+	draft, err := build(snap, now)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +216,18 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	}
 	id := pw.Add(gitstore.CommitObject, commit.Encode())
 	return &Appended{Applied: *applied, Commit: id}, nil
+}
+
+// EntryTime is the time an entry appended on snap now would carry: the
+// clock at millisecond precision, raised to the last entry's time (entry time
+// never goes backwards, whatever this machine's clock says). Views judge
+// expiry with it too, so they agree with what an append would decide.
+func (l *Ledger) EntryTime(snap *Snapshot) time.Time {
+	now := l.now().UTC().Truncate(time.Millisecond)
+	if last, err := chain.ParseTime(snap.Meta.TS); err == nil && now.Before(last) {
+		now = last
+	}
+	return now
 }
 
 func newNonce() string {

@@ -29,6 +29,12 @@ CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
 			if o.Next == (len(argv) == 1) {
 				return usageErr("give either WAVE/CELL or --next")
 			}
+			if o.NextWave != "" && !o.Next {
+				return usageErr("--wave goes with --next")
+			}
+			if err := ttlFlag(cmd, o.TTL); err != nil {
+				return err
+			}
 			if len(argv) == 1 {
 				var err error
 				if o.Wave, o.Cell, err = cellArg(argv[0]); err != nil {

@@ -24,8 +24,11 @@ LEASE-EXPIRED, LEASE-MAX-HOLD.`,
 			if err := requireFlag(cmd, "epoch"); err != nil {
 				return err
 			}
+			if err := ttlFlag(cmd, ttl); err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("ttl") {
-				ttl = 0
+				ttl = 0 // keep the lease's TTL
 			}
 			c, err := a.client(true)
 			if err != nil {

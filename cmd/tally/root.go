@@ -31,6 +31,14 @@ type app struct {
 func run(args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr}
 	root := a.rootCommand()
+	// --json must shape the output even when flag parsing fails before cobra
+	// sets it (after rootCommand, which resets the flag's variable).
+	for _, arg := range args {
+		if arg == "--" {
+			break
+		}
+		a.jsonOut = a.jsonOut || arg == "--json" || arg == "--json=true"
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

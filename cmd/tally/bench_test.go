@@ -1,0 +1,170 @@
+package main
+
+// Benchmarks of whole tally processes on real repositories. Run them with
+// TMPDIR on the same filesystem as the work tree if /tmp is slow, e.g.
+//
+//	TMPDIR=/work/tmp go test ./cmd/tally -run '^$' -bench . -benchtime 3x
+//
+// TALLY_BENCH_CELLS sets the number of cells BenchmarkDrain8 drains per
+// iteration (default 200).
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/internal/testrepo"
+)
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkDrain8: 8 processes drain a wave (independent cells and chains)
+// with claim --next + done. Reports the aggregate claim rate over the drain's
+// wall time and the p50/p99 wall time of a successful claim process.
+func BenchmarkDrain8(b *testing.B) {
+	n := 200
+	if s := os.Getenv("TALLY_BENCH_CELLS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	bin := testrepo.Tally(b)
+	r := newRepo(b)
+	r.ok("bench", "init")
+	var lat []time.Duration
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		wave := fmt.Sprintf("d%d", i)
+		planJSON, _, _ := drainPlan(wave, n)
+		r.ok("bench", "plan", r.file(wave+".json", planJSON))
+		b.StartTimer()
+		start := time.Now()
+		claims, _, l, err := drain(bin, r.dir, wave, n, 8)
+		total += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(claims) != n {
+			b.Fatalf("%d cells claimed, want %d", len(claims), n)
+		}
+		lat = append(lat, l...)
+	}
+	b.ReportMetric(float64(len(lat))/total.Seconds(), "claims/s")
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-claim-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-claim-ms")
+}
+
+func BenchmarkClaimWave100(b *testing.B) { benchClaimWave(b, 100) }
+func BenchmarkClaimWave10k(b *testing.B) { benchClaimWave(b, 10000) }
+
+// benchClaimWave measures one `tally claim W/C` process (its whole life) on
+// a wave of size cells, and counts the objects each claim writes (the pack it
+// adds, listed with git show-index): that number must not grow with the wave.
+func benchClaimWave(b *testing.B, size int) {
+	bin := testrepo.Tally(b)
+	r := newRepo(b)
+	r.ok("bench", "init")
+	plan := func(wave string) {
+		var sb strings.Builder
+		sb.WriteString(`{"wave":"` + wave + `","cells":[`)
+		for i := 0; i < size; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `{"id":"c%05d"}`, i)
+		}
+		sb.WriteString("]}")
+		r.ok("bench", "plan", r.file(wave+".json", sb.String()))
+	}
+	packDir := filepath.Join(r.dir, ".git", "objects", "pack")
+	packs := func() map[string]bool {
+		m, _ := filepath.Glob(filepath.Join(packDir, "*.idx"))
+		out := map[string]bool{}
+		for _, p := range m {
+			out[p] = true
+		}
+		return out
+	}
+	plan("w0")
+	var objects, bytes []int
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		wave, cell := fmt.Sprintf("w%d", i/size), fmt.Sprintf("c%05d", i%size)
+		if i > 0 && i%size == 0 {
+			plan(wave)
+		}
+		before := packs()
+		if len(before) >= 40 {
+			// keep tally's background repack (past 50 packs) out of the measurement
+			r.git("repack", "-a", "-d", "-q")
+			before = packs()
+		}
+		b.StartTimer()
+		p := runTally(bin, r.dir, "bench", "claim", wave+"/"+cell)
+		b.StopTimer()
+		if p.Err != nil || p.Code != 0 {
+			b.Fatalf("claim %s/%s: exit %d %s %v", wave, cell, p.Code, p.Stdout, p.Err)
+		}
+		lat = append(lat, p.Wall)
+		var added []string
+		for k := range packs() {
+			if !before[k] {
+				added = append(added, k)
+			}
+		}
+		if len(added) != 1 {
+			b.Fatalf("claim added %d packs, want 1", len(added))
+		}
+		objects = append(objects, packObjects(b, r.dir, added[0]))
+		if fi, err := os.Stat(strings.TrimSuffix(added[0], ".idx") + ".pack"); err == nil {
+			bytes = append(bytes, int(fi.Size()))
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	sum, most, nb := 0, 0, 0
+	for i, o := range objects {
+		sum += o
+		most = max(most, o)
+		nb += bytes[i]
+	}
+	b.ReportMetric(float64(sum)/float64(len(objects)), "objects/append")
+	b.ReportMetric(float64(most), "max-objects/append")
+	b.ReportMetric(float64(nb)/float64(len(bytes)), "pack-bytes/append")
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}
+
+// packObjects counts the objects of a pack with git show-index on its .idx.
+func packObjects(b *testing.B, dir, idxPath string) int {
+	b.Helper()
+	idx, err := os.Open(idxPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer idx.Close()
+	cmd := exec.Command("git", "show-index")
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, testrepo.Env(), idx
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("git show-index %s: %v", idxPath, err)
+	}
+	return len(strings.Split(strings.TrimSpace(string(out)), "\n"))
+}
