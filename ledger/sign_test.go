@@ -1,0 +1,176 @@
+package ledger_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/identity"
+	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// sigKey makes an ed25519 key pair in dir and returns its signer and public line.
+func sigKey(t *testing.T, dir, name string) (*identity.Signer, string) {
+	t.Helper()
+	priv, pub, err := identity.Generate(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := identity.LoadSigner(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, pub
+}
+
+func sigDraft(kind string, body any) ledger.BuildFunc {
+	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+		return &ledger.Draft{Kind: kind, Body: body}, nil
+	}
+}
+
+// sigSetup makes a ledger where alice has a registered key; bob's key is not
+// registered for anyone.
+func sigSetup(t *testing.T) (dir string, l *ledger.Ledger, alice, bob *identity.Signer, alicePub string) {
+	t.Helper()
+	dir = testrepo.New(t)
+	keys := t.TempDir()
+	alice, alicePub = sigKey(t, keys, "alice")
+	bob, _ = sigKey(t, keys, "bob")
+	l, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if _, err := l.Append("alice", genesis()); err != nil {
+		t.Fatal(err)
+	}
+	l.Signer = alice
+	norm, _, _ := identity.NormalizeKey(alicePub)
+	if _, err := l.Append("alice", sigDraft("keys", lease.KeysBody{Op: "add", Actor: "alice", Key: norm})); err != nil {
+		t.Fatal(err)
+	}
+	return dir, l, alice, bob, alicePub
+}
+
+// git verify-commit, given an allowed_signers file, accepts a signed ledger
+// commit: the signature is the SSHSIG form git itself checks.
+func TestGitVerifyCommitAcceptsLedgerCommit(t *testing.T) {
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Skip("git verifies SSH signatures with ssh-keygen, which is not installed")
+	}
+	dir, l, _, _, alicePub := sigSetup(t)
+	if _, err := l.Append("alice", note("signed")); err != nil {
+		t.Fatal(err)
+	}
+	allowed := filepath.Join(t.TempDir(), "allowed_signers")
+	os.WriteFile(allowed, []byte("alice "+alicePub+"\n"), 0o644)
+	cmd := exec.Command("git", "-c", "gpg.ssh.allowedSignersFile="+allowed, "verify-commit", "-v", "refs/tally/ledger")
+	cmd.Dir, cmd.Env = dir, testrepo.Env()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `Good "git" signature for alice`) {
+		t.Fatalf("git verify-commit: %v\n%s", err, out)
+	}
+	// And git refuses it against a file naming another key.
+	_, otherPub := sigKey(t, t.TempDir(), "other")
+	os.WriteFile(allowed, []byte("alice "+otherPub+"\n"), 0o644)
+	cmd = exec.Command("git", "-c", "gpg.ssh.allowedSignersFile="+allowed, "verify-commit", "refs/tally/ledger")
+	cmd.Dir, cmd.Env = dir, testrepo.Env()
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("git verify-commit accepted a signature from an unlisted key:\n%s", out)
+	}
+}
+
+// An entry claiming actor alice but signed with bob's key is refused by the
+// writer, and, forged into the ledger, fails verify with BAD-SIGNATURE.
+func TestWrongKeyRefusedByWriterAndVerify(t *testing.T) {
+	dir, l, alice, bob, _ := sigSetup(t)
+	l.Signer = bob
+	if _, err := l.Append("alice", note("as alice, with bob's key")); !errs.Is(err, "BAD-SIGNATURE") {
+		t.Fatalf("writer: got %v, want BAD-SIGNATURE", err)
+	}
+	l.Signer = alice
+	p, err := l.Prepare("alice", note("to be re-signed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := sigResign(t, l, p.Commit, bob)
+	testrepo.Git(t, dir, "update-ref", l.Ref, forged.String(), p.Parent.String())
+	_, err = l.Verify(true)
+	if e := errs.From(err); e.Code != "BAD-SIGNATURE" || e.Details["seq"] != p.Entry.Seq {
+		t.Fatalf("verify: got %v (details %v), want BAD-SIGNATURE at seq %d", err, e.Details, p.Entry.Seq)
+	}
+}
+
+// With require_signatures, an unsigned entry is refused by the writer and,
+// forged into the ledger, fails verify with UNSIGNED.
+func TestRequireSignatures(t *testing.T) {
+	dir, l, _, _, _ := sigSetup(t)
+	yes := true
+	if _, err := l.Append("alice", sigDraft("policy", lease.PolicySet{RequireSignatures: &yes})); err != nil {
+		t.Fatal(err)
+	}
+	signer := l.Signer
+	l.Signer = nil
+	if _, err := l.Append("alice", note("unsigned")); !errs.Is(err, "UNSIGNED") {
+		t.Fatalf("writer: got %v, want UNSIGNED", err)
+	}
+	l.Signer = signer
+	p, err := l.Prepare("alice", note("signature to be stripped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped := sigResign(t, l, p.Commit, nil)
+	testrepo.Git(t, dir, "update-ref", l.Ref, stripped.String(), p.Parent.String())
+	_, err = l.Verify(true)
+	if e := errs.From(err); e.Code != "UNSIGNED" || e.Details["seq"] != p.Entry.Seq {
+		t.Fatalf("verify: got %v, want UNSIGNED at seq %d", err, p.Entry.Seq)
+	}
+	// The untouched, signed chain up to the parent verifies.
+	testrepo.Git(t, dir, "update-ref", l.Ref, p.Parent.String(), stripped.String())
+	if _, err := l.Verify(true); err != nil {
+		t.Fatalf("signed chain: %v", err)
+	}
+}
+
+// sigResign rewrites a commit with another signature (none with nil) and
+// writes it; the tree, parents and message stay the same.
+func sigResign(t *testing.T, l *ledger.Ledger, id gitstore.ObjectID, s *identity.Signer) gitstore.ObjectID {
+	t.Helper()
+	db, err := l.Repo.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.ReadCommit(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := c.Payload()
+	out := &gitstore.Commit{Tree: c.Tree, Parents: c.Parents, Author: c.Author, Committer: c.Committer, Message: c.Message}
+	if s != nil {
+		if out.Signature, err = s.SignCommit(payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(out.Payload(), payload) {
+		t.Fatal("re-encoding changed the commit")
+	}
+	pw := gitstore.NewPackWriter()
+	nid := pw.Add(gitstore.CommitObject, out.Encode())
+	if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {
+		t.Fatal(err)
+	}
+	return nid
+}
