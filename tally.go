@@ -92,6 +92,14 @@ func loadSigner(path string) (*identity.Signer, error) {
 	return identity.LoadSigner(strings.TrimSuffix(path, ".pub"))
 }
 
+// repoDir is where git commands about this repository run.
+func (c *Client) repoDir() string {
+	if c.L.Repo.WorkTree != "" {
+		return c.L.Repo.WorkTree
+	}
+	return c.L.Repo.GitDir
+}
+
 // Close releases the repository.
 func (c *Client) Close() error { return c.L.Close() }
 

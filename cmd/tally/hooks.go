@@ -17,10 +17,13 @@ func (a *app) hooksCmd() *cobra.Command {
 		Short: "install or remove the git hooks that enforce the ledger at push",
 		Args:  args(cobra.NoArgs),
 	}
-	var server bool
+	var server, commitMsg bool
 	names := func() []string {
 		if server {
 			return hooks.ServerHooks
+		}
+		if commitMsg {
+			return append(hooks.ClientHooks, "commit-msg")
 		}
 		return hooks.ClientHooks
 	}
@@ -75,6 +78,7 @@ func (a *app) hooksCmd() *cobra.Command {
 	}
 	for _, c := range []*cobra.Command{install, uninstall} {
 		c.Flags().BoolVar(&server, "server", false, "the server hook (pre-receive) of a bare repository")
+		c.Flags().BoolVar(&commitMsg, "commit-msg", false, "also the commit-msg hook, which adds a Tally-Checkpoint trailer to code commits")
 	}
 	cmd.AddCommand(install, uninstall)
 	return cmd
@@ -94,6 +98,13 @@ func (a *app) hookCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if argv[0] == "commit-msg" {
+				if len(argv) != 2 {
+					return usageErr("commit-msg needs the message file")
+				}
+				_, err := c.StampCommitMessage(argv[1])
+				return err
+			}
 			chk := &hooks.Checker{L: c.L, Now: c.L.Now()}
 			var updates []hooks.Update
 			switch argv[0] {

@@ -14,6 +14,7 @@ import (
 func (a *app) verifyCmd() *cobra.Command {
 	var full bool
 	var checkpoints, keys []string
+	var trailersRev string
 	cmd := &cobra.Command{
 		Use:   "verify [--full] [--checkpoint FILE]... [--checkpoint-key KEY]...",
 		Short: "re-derive the ledger from the repository and check every new entry",
@@ -27,6 +28,8 @@ verified ledger: it must be of the same origin, no larger, and its root must be
 the root of the ledger's first size entries; with --checkpoint-key it must
 also be signed by each key (a note verifier key, an ssh-ed25519 public key,
 or a file holding one).
+With --trailers REV, every Tally-Checkpoint trailer (added to code commits by
+the commit-msg hook) in the history of REV is checked the same way.
 Exit 3 on any failure, naming the first bad seq and a reason code:
 CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED for a checkpoint.`,
 		Args: args(cobra.NoArgs),
@@ -58,10 +61,17 @@ CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED for a checkpoint.`,
 				}
 				return e
 			}
+			var trailers []tally.TrailerCheck
+			if trailersRev != "" {
+				if trailers, err = c.CheckTrailers(rep.Commit, trailersRev); err != nil {
+					return err
+				}
+			}
 			res := struct {
 				*ledger.Report
 				Checkpoints []tally.CheckpointCheck `json:"checkpoints,omitempty"`
-			}{rep, checked}
+				Trailers    []tally.TrailerCheck    `json:"trailers,omitempty"`
+			}{rep, checked, trailers}
 			return a.emit(res, func(w io.Writer) {
 				fmt.Fprintf(w, "ok: %d entries (%d checked now), head #%d %s, root %s\n",
 					rep.Entries, rep.Checked, rep.Head.Seq, rep.Head.Hash, rep.Root)
@@ -73,6 +83,7 @@ CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED for a checkpoint.`,
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "verify from genesis, ignoring the record of the last verified tip")
+	cmd.Flags().StringVar(&trailersRev, "trailers", "", "also check the Tally-Checkpoint trailers in the history of `REV` (e.g. HEAD)")
 	cmd.Flags().StringArrayVar(&checkpoints, "checkpoint", nil, "check the ledger against the checkpoint note in `FILE` (repeatable)")
 	cmd.Flags().StringArrayVar(&keys, "checkpoint-key", nil, "require every checkpoint to be signed by `KEY` (repeatable)")
 	return cmd
