@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/hiddeco/sshsig"
@@ -47,19 +46,11 @@ type Signer struct {
 
 // LoadSigner reads an OpenSSH ed25519 private key file (unencrypted).
 func LoadSigner(path string) (*Signer, error) {
-	b, err := os.ReadFile(path)
+	priv, err := LoadEd25519(path)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := ssh.ParseRawPrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	priv, ok := raw.(*ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("%s: only unencrypted ssh-ed25519 private keys are supported", path)
-	}
-	s, err := ssh.NewSignerFromKey(*priv)
+	s, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
 		return nil, err
 	}
