@@ -64,6 +64,9 @@ type ObjectDB struct {
 	// lastHit is the pack of the latest successful lookup, searched first:
 	// objects read together (a ledger commit and its tree) were written together.
 	lastHit atomic.Pointer[packFile]
+
+	readers  sync.RWMutex // held shared by every read; see releaseRetired
+	retiredN atomic.Int32 // len(retired)
 }
 
 // OpenObjectDB opens the object directory objectDir. alternates lists further
@@ -81,7 +84,7 @@ func OpenObjectDB(objectDir string, alternates []string) (*ObjectDB, error) {
 		return nil, fmt.Errorf("gitstore: object directory %s is not a directory", dir)
 	}
 	db := &ObjectDB{dirs: odbAlternates(dir, alternates)}
-	if err := db.rescan(); err != nil {
+	if _, err := db.rescan(); err != nil {
 		return nil, err
 	}
 	return db, nil
@@ -137,11 +140,11 @@ func odbAlternates(dir string, extra []string) []string {
 
 // rescan replaces the pack list with the packs now present. A pack still present
 // keeps its packFile, and so its mappings.
-func (db *ObjectDB) rescan() error {
+func (db *ObjectDB) rescan() (changed bool, err error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
-		return errODBClosed
+		return false, errODBClosed
 	}
 	old := make(map[string]*packFile, len(db.packs))
 	for _, p := range db.packs {
@@ -151,22 +154,46 @@ func (db *ObjectDB) rescan() error {
 	for _, dir := range db.dirs {
 		found, err := packList(filepath.Join(dir, "pack"))
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, p := range found {
 			if o := old[p.path]; o != nil {
 				p = o
 				delete(old, p.path)
+			} else {
+				changed = true
 			}
 			packs = append(packs, p)
 		}
 	}
 	for _, p := range old {
 		db.retired = append(db.retired, p)
+		changed = true
 	}
+	db.retiredN.Store(int32(len(db.retired)))
 	sort.SliceStable(packs, func(i, j int) bool { return packs[i].mtime.After(packs[j].mtime) })
 	db.packs = packs
-	return nil
+	return changed, nil
+}
+
+// releaseRetired unmaps the packs rescans dropped, once no read is in
+// progress: a long-lived reader (an MCP server, a hook) would otherwise keep
+// every pack it ever saw mapped. Reads hold db.readers shared; this only
+// tries the exclusive lock, so it never delays a read.
+func (db *ObjectDB) releaseRetired() {
+	if db.retiredN.Load() == 0 || !db.readers.TryLock() {
+		return
+	}
+	defer db.readers.Unlock()
+	db.mu.Lock()
+	retired := db.retired
+	db.retired = nil
+	db.retiredN.Store(0)
+	db.mu.Unlock()
+	for _, p := range retired {
+		db.lastHit.CompareAndSwap(p, nil)
+		p.unmap()
+	}
 }
 
 // packList lists the packs in packDir that have both an .idx and a .pack.
@@ -256,10 +283,15 @@ type odbLoc struct {
 // that git prune-packed deleting it cannot make it vanish before it is read.
 func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 	hex := id.String()
-	for rescanned := false; ; rescanned = true {
+	// A repack replaces packs while we look: rescan after a miss, again as long
+	// as the set of packs keeps changing, so a miss means the object is gone
+	// rather than that we looked between a deletion and its replacement.
+	const maxRescans = 5
+	for rescans := 0; ; rescans++ {
 		// Packs first, as git does: tally writes packs, and a pack lookup is a
 		// binary search in memory where a loose lookup is a failed open.
-		loc, err := db.packFind(id, rescanned)
+		final := rescans == maxRescans
+		loc, err := db.packFind(id, final)
 		if err == nil {
 			return loc, nil
 		}
@@ -271,16 +303,19 @@ func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 				return odbLoc{}, err
 			}
 		}
-		if errors.Is(err, ErrObjectNotFound) {
-			if !rescanned {
-				if err := db.rescan(); err != nil {
-					return odbLoc{}, err
-				}
+		if !errors.Is(err, ErrObjectNotFound) {
+			return loc, err
+		}
+		if !final {
+			changed, rerr := db.rescan()
+			if rerr != nil {
+				return odbLoc{}, rerr
+			}
+			if changed || rescans == 0 {
 				continue
 			}
-			err = fmt.Errorf("%w: %s", ErrObjectNotFound, hex)
 		}
-		return loc, err
+		return loc, fmt.Errorf("%w: %s", ErrObjectNotFound, hex)
 	}
 }
 
@@ -329,6 +364,8 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 // Has reports whether the database holds id. Like a failed Read, a miss
 // costs a listing of the pack directories.
 func (db *ObjectDB) Has(id ObjectID) bool {
+	db.readers.RLock()
+	defer db.endRead()
 	loc, err := db.locate(id)
 	if loc.loose != nil {
 		loc.loose.Close()
@@ -338,11 +375,20 @@ func (db *ObjectDB) Has(id ObjectID) bool {
 
 // Read returns the type and contents of object id. The caller owns the slice.
 func (db *ObjectDB) Read(id ObjectID) (ObjectType, []byte, error) {
+	db.readers.RLock()
+	defer db.endRead()
 	return db.read(id, 0, false)
+}
+
+func (db *ObjectDB) endRead() {
+	db.readers.RUnlock()
+	db.releaseRetired()
 }
 
 // ReadType returns the type of object id, inflating no more than headers.
 func (db *ObjectDB) ReadType(id ObjectID) (ObjectType, error) {
+	db.readers.RLock()
+	defer db.endRead()
 	t, _, err := db.read(id, 0, true)
 	return t, err
 }

@@ -228,12 +228,14 @@ func (w *WriterLock) Release() {
 	w.f.Close()
 }
 
+// record replaces the record with s: written first, then cut to length, so
+// a writer killed in between leaves the new record or a mix of the old and the
+// new one (both naming every lock it may have left), never an empty one.
 func (w *WriterLock) record(s string) error {
-	if err := w.f.Truncate(0); err != nil {
+	if _, err := w.f.WriteAt([]byte(s), 0); err != nil {
 		return err
 	}
-	_, err := w.f.WriteAt([]byte(s), 0)
-	return err
+	return w.f.Truncate(int64(len(s)))
 }
 
 // UpdateRef moves ref name from old to new (old zero: the ref must not exist).
