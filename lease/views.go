@@ -15,12 +15,23 @@ type Candidate struct {
 	Expired bool   `json:"expired"` // claimed, but its lease has expired
 }
 
-// Ready returns the claimable cells of one wave at time now, in plan order:
-// pending cells whose deps are done, and claimed cells whose lease expired.
-// With limit > 0 it stops after limit cells. Its cost is one read of the wave
-// summary plus one read per claimed cell and per returned cell.
+// Ready returns the claimable cells of one wave at time now, in the order
+// claim --next takes them: pending cells whose deps are done, in plan order,
+// then claimed cells whose lease expired, in plan order. With limit > 0 it
+// stops after limit cells.
 func Ready(kv chain.KV, wave string, now time.Time, limit int) ([]Candidate, error) {
 	t := newTxn(kv)
+	out, err := t.pendingReady(wave, limit)
+	if err != nil || (limit > 0 && len(out) == limit) {
+		return out, err
+	}
+	expired, err := t.expiredHeld(wave, now, limit-len(out))
+	return append(out, expired...), err
+}
+
+// pendingReady lists the pending cells of a wave whose deps are done, from the
+// wave's ready bitmap: one read of the summary plus one per order chunk.
+func (t *txn) pendingReady(wave string, limit int) ([]Candidate, error) {
 	wv, err := t.wave(wave)
 	if err != nil {
 		return nil, err
@@ -29,11 +40,32 @@ func Ready(kv chain.KV, wave string, now time.Time, limit int) ([]Candidate, err
 	if err != nil {
 		return nil, err
 	}
+	var out []Candidate
+	for _, i := range rb.indexes() {
+		id, err := t.cellIDAt(wave, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Candidate{Wave: wave, Cell: id, Index: i})
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// expiredHeld lists the claimed cells of a wave whose lease expired at now;
+// it reads every claimed cell of the wave.
+func (t *txn) expiredHeld(wave string, now time.Time, limit int) ([]Candidate, error) {
+	wv, err := t.wave(wave)
+	if err != nil {
+		return nil, err
+	}
 	hb, err := decodeBitmap(wv.Held, wv.Size)
 	if err != nil {
 		return nil, err
 	}
-	expired := map[int]bool{}
+	var out []Candidate
 	for _, i := range hb.indexes() {
 		id, err := t.cellIDAt(wave, i)
 		if err != nil {
@@ -43,30 +75,25 @@ func Ready(kv chain.KV, wave string, now time.Time, limit int) ([]Candidate, err
 		if err != nil {
 			return nil, err
 		}
-		if c.Lease != nil {
-			if exp, err := chain.ParseTime(c.Lease.ExpiresAt); err == nil && now.After(exp) {
-				expired[i] = true
-				rb.set(i, true)
+		if c.Lease == nil {
+			continue
+		}
+		if exp, err := chain.ParseTime(c.Lease.ExpiresAt); err == nil && now.After(exp) {
+			out = append(out, Candidate{Wave: wave, Cell: id, Index: i, Expired: true})
+			if limit > 0 && len(out) == limit {
+				break
 			}
-		}
-	}
-	var out []Candidate
-	for _, i := range rb.indexes() {
-		id, err := t.cellIDAt(wave, i)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Candidate{Wave: wave, Cell: id, Index: i, Expired: expired[i]})
-		if limit > 0 && len(out) == limit {
-			break
 		}
 	}
 	return out, nil
 }
 
-// Next returns the first claimable cell in deterministic order (waves in the
-// order they were planned, cells in plan order), or nil if none is claimable.
-// With wave set, only that wave is considered.
+// Next returns the first claimable cell in deterministic order, or nil if
+// none is claimable: the first pending cell with its deps done (waves in the
+// order they were planned, cells in plan order), else the first claimed cell
+// whose lease expired (same order). Fresh work first keeps the common case to
+// a few reads however many leases are held; expired leases are taken when no
+// fresh work is left. With wave set, only that wave is considered.
 func Next(kv chain.KV, wave string, now time.Time) (*Candidate, error) {
 	waves := []string{wave}
 	if wave == "" {
@@ -76,16 +103,25 @@ func Next(kv chain.KV, wave string, now time.Time) (*Candidate, error) {
 		}
 		waves = p.Waves
 	}
+	t := newTxn(kv)
 	for _, w := range waves {
-		c, err := Ready(kv, w, now, 1)
-		if err != nil {
-			return nil, err
+		if c, err := t.pendingReady(w, 1); err != nil || len(c) > 0 {
+			return first(c), err
 		}
-		if len(c) > 0 {
-			return &c[0], nil
+	}
+	for _, w := range waves {
+		if c, err := t.expiredHeld(w, now, 1); err != nil || len(c) > 0 {
+			return first(c), err
 		}
 	}
 	return nil, nil
+}
+
+func first(c []Candidate) *Candidate {
+	if len(c) == 0 {
+		return nil
+	}
+	return &c[0]
 }
 
 // Cells returns every cell of a wave in plan order (for views; it reads the

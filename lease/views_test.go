@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -111,8 +112,10 @@ func checkNext(t *testing.T, w *world, wave, want string) {
 //   - the stored wave summaries agree with the cells (counts; ready bit ⟺
 //     pending with all deps done; held bit ⟺ claimed), and dependents agree
 //     with deps;
-//   - lease.Ready lists exactly the claimable cells in plan order and
-//     lease.Next returns the first of them (waves in plan order);
+//   - lease.Ready lists exactly the claimable cells: pending cells with
+//     their deps done in plan order, then expired leases in plan order, and
+//     lease.Next returns the first of them; across waves, the first pending
+//     cell of any wave (waves in plan order) comes before any expired lease;
 //   - no (cell, epoch) is ever granted twice.
 
 type mLease struct {
@@ -149,16 +152,19 @@ func (m *model) depsDone(c *mCell) bool {
 	return true
 }
 
-// claimable is what Ready should list at now.
-func (m *model) claimable(wave string, now time.Time) []string {
-	var out []string
+// claimable is what Ready should list at now: fresh work (pending, deps
+// done) in plan order, then expired leases in plan order.
+func (m *model) claimable(wave string, now time.Time) (fresh, expired []string) {
 	for _, id := range m.order[wave] {
 		c := m.cells[wave+"/"+id]
-		if c.state == lease.Pending && m.depsDone(c) || c.state == lease.Claimed && now.After(c.lease.exp) {
-			out = append(out, id)
+		switch {
+		case c.state == lease.Pending && m.depsDone(c):
+			fresh = append(fresh, id)
+		case c.state == lease.Claimed && now.After(c.lease.exp):
+			expired = append(expired, id)
 		}
 	}
-	return out
+	return fresh, expired
 }
 
 type op struct {
@@ -491,7 +497,7 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 			dependents[d] = append(dependents[d], k)
 		}
 	}
-	var firstAll string
+	var firstFresh, firstExpired string
 	for _, wave := range m.waves {
 		wv := w.wave(wave)
 		cells, err := lease.Cells(w.kv, wave)
@@ -557,7 +563,8 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 			fail("wave %s counts %v, cells say %v", wave, wv.Counts, counts)
 		}
 		// Ready and Next
-		want := m.claimable(wave, w.now)
+		fresh, expired := m.claimable(wave, w.now)
+		want := append(append([]string{}, fresh...), expired...)
 		r, err := lease.Ready(w.kv, wave, w.now, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -570,7 +577,7 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 				fail("candidate %+v (model cell %s, index %d)", cand, mc.state, mc.index)
 			}
 		}
-		if !reflect.DeepEqual(got, want) {
+		if !slices.Equal(got, want) {
 			fail("Ready(%s) = %v, model %v", wave, got, want)
 		}
 		next, err := lease.Next(w.kv, wave, w.now)
@@ -583,8 +590,11 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 		case len(want) > 0 && (next == nil || next.Cell != want[0] || next.Wave != wave || *next != r[0]):
 			fail("Next(%s) = %+v, want the first candidate %+v", wave, next, r[0])
 		}
-		if firstAll == "" && len(want) > 0 {
-			firstAll = wave + "/" + want[0]
+		if firstFresh == "" && len(fresh) > 0 {
+			firstFresh = wave + "/" + fresh[0]
+		}
+		if firstExpired == "" && len(expired) > 0 {
+			firstExpired = wave + "/" + expired[0]
 		}
 	}
 	next, err := lease.Next(w.kv, "", w.now)
@@ -594,6 +604,10 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 	got := ""
 	if next != nil {
 		got = next.Wave + "/" + next.Cell
+	}
+	firstAll := firstFresh
+	if firstAll == "" {
+		firstAll = firstExpired
 	}
 	if got != firstAll {
 		fail("Next() = %q, want %q", got, firstAll)

@@ -18,7 +18,9 @@ func (a *app) claimCmd() *cobra.Command {
 		Long: `claim takes a lease on a pending cell whose deps are done, at epoch = last
 epoch + 1. A cell whose lease expired is reclaimed the same way.
 
-  --next          claim the first ready cell (plan order), in one append
+  --next          claim the first ready cell, in one append: pending cells
+                  with their deps done first (waves and cells in plan
+                  order), then cells whose lease expired
   --steal         take a live lease that is past its max-hold time
   --reclaim-dead  take a live lease whose holder process (same host) is gone
 
