@@ -28,6 +28,10 @@ type Options struct {
 	Remote string
 	// Local ignores tally.remote.
 	Local bool
+	// Maintainer is the tally executable, for background maintenance in a
+	// detached process (the command line sets it; a library user that leaves
+	// it empty gets a goroutine instead, see ledger.WaitMaintenance).
+	Maintainer string
 	// SigningKey is an OpenSSH ed25519 private key file that signs every
 	// ledger commit. Empty means $TALLY_SIGNING_KEY, else git's
 	// user.signingkey when gpg.format is ssh, else no signing.
@@ -54,6 +58,7 @@ func Open(dir string, opt Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{L: l, Actor: opt.Actor, Remote: opt.Remote, host: host}
+	l.Maintainer = opt.Maintainer
 	if c.Remote == "" && !opt.Local {
 		c.Remote, _ = l.Repo.ConfigValue("tally.remote")
 	}

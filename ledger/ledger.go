@@ -41,9 +41,12 @@ type Ledger struct {
 	LocalDir string
 	// Signer, if set, signs every ledger commit this process appends.
 	Signer *identity.Signer
-	now    func() time.Time
+	// Maintainer, if set, is the tally executable: background compaction then
+	// runs as a detached `tally gc` process instead of in this one.
+	Maintainer string
+	now        func() time.Time
 
-	repacking chan struct{} // closed when a background repack started here ends
+	repacking chan struct{} // closed when a background compaction started here ends
 }
 
 // Open opens the ledger of the repository containing dir.

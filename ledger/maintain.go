@@ -1,85 +1,81 @@
 package ledger
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tally-dev/tally/gitstore"
 )
 
-// Every append writes one small pack. Past packThreshold packs, the writer
-// starts `git repack --geometric=2` in the background: it rolls the small packs
-// into a geometric progression (so their number stays logarithmic) without
-// touching the repository's large packs, and git's own locking makes it safe
-// beside concurrent appends and readers.
+// Every append writes one small pack; gitstore.Compact merges them
+// log-structured so their number stays bounded. An append that finds enough
+// mergeable packs starts a compaction in the background and never waits for
+// it: maintenance is best effort and must not slow or fail an append. At most
+// one compaction runs per clone (the compact.lock file; one older than
+// compactStale is taken to be abandoned).
 const (
-	packThreshold = 50
-	repackStale   = 10 * time.Minute
+	compactTrigger = 12 // mergeable packs that make an append start a compaction
+	compactStale   = 10 * time.Minute
 )
 
-// maybePack starts a background repack when small packs have piled up. It never
-// blocks or fails an append: maintenance is best effort by design.
+func (l *Ledger) compactLock() string { return filepath.Join(l.LocalDir, "compact.lock") }
+
+// maybePack starts a background compaction when packs have piled up: in a
+// detached `tally gc` process if the caller named one (Maintainer), so a
+// short-lived command exits at once, else in a goroutine (WaitMaintenance).
 func (l *Ledger) maybePack() {
-	names, err := os.ReadDir(filepath.Join(l.Repo.ObjectDir, "pack"))
-	if err != nil {
+	if !gitstore.NeedsCompaction(l.Repo.ObjectDir, compactTrigger) {
 		return
 	}
-	idx := 0
-	for _, n := range names {
-		if strings.HasSuffix(n.Name(), ".idx") {
-			idx++
+	lock := l.compactLock()
+	if fi, err := os.Stat(lock); err == nil {
+		if time.Since(fi.ModTime()) < compactStale {
+			return // one is running
 		}
+		os.Remove(lock)
 	}
-	if idx < packThreshold {
-		return
-	}
-	lock := filepath.Join(l.LocalDir, "repack.lock")
-	if fi, err := os.Stat(lock); err == nil && time.Since(fi.ModTime()) < repackStale {
-		return // one is running (or finished moments ago)
-	}
-	os.Remove(lock)
 	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return
 	}
 	f.Close()
-	l.startRepack(lock)
-}
-
-// startRepack runs the repack detached from this process, so a short-lived
-// command does not wait for it; the lock file is removed when it finishes.
-func (l *Ledger) startRepack(lock string) {
-	script := `git repack -d -q -l --geometric=2 --no-write-bitmap-index; rm -f "$1"`
-	cmd := exec.Command("sh", "-c", script, "tally-repack", lock)
-	cmd.Env = append(os.Environ(), "GIT_DIR="+l.Repo.CommonDir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		os.Remove(lock)
-		return
-	}
 	done := make(chan struct{})
 	l.repacking = done
-	go func() { cmd.Wait(); close(done) }()
+	if l.Maintainer != "" {
+		cmd := exec.Command(l.Maintainer, "-C", l.Repo.CommonDir, "--namespace", l.Namespace, "gc", "--release-lock", lock)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			os.Remove(lock)
+			close(done)
+			return
+		}
+		go func() { cmd.Wait(); close(done) }()
+		return
+	}
+	go func() {
+		defer close(done)
+		defer os.Remove(lock)
+		l.Compact()
+	}()
 }
 
-// WaitMaintenance waits for a background repack this process started, if any.
-// Short-lived commands exit without waiting; tests and long-running servers
-// call it before removing or closing the repository.
+// WaitMaintenance waits for a background compaction this process started, if
+// any. Short-lived commands exit without waiting; tests and long-running
+// servers call it before removing or closing the repository.
 func (l *Ledger) WaitMaintenance() {
 	if l.repacking != nil {
 		<-l.repacking
 	}
 }
 
-// Repack runs the same repack in the foreground (tally gc).
-func (l *Ledger) Repack() error {
-	cmd := exec.Command("git", "repack", "-d", "-q", "-l", "--geometric=2", "--no-write-bitmap-index")
-	cmd.Env = append(os.Environ(), "GIT_DIR="+l.Repo.CommonDir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("git repack: %w: %s", err, strings.TrimSpace(string(out)))
+// Compact merges the repository's small packs now (tally gc).
+func (l *Ledger) Compact() (*gitstore.CompactReport, error) {
+	db, err := l.Repo.Objects()
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return gitstore.Compact(db, l.Repo.ObjectDir)
 }

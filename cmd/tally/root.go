@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -101,8 +102,9 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 // client opens the repository; commands that append pass acting and are
 // refused early when no actor can be found.
 func (a *app) client(acting bool) (*tally.Client, error) {
+	self, _ := os.Executable()
 	c, err := tally.Open(a.dir, tally.Options{Actor: a.actorFlag, Namespace: a.namespace, SigningKey: a.signKey,
-		Remote: a.remote, Local: a.local})
+		Remote: a.remote, Local: a.local, Maintainer: self})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,203 @@
+package gitstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Every append writes one small pack. Compaction keeps their number small
+// without git: packs are grouped by size into levels (a level spans a factor
+// of four), and whenever a level holds compactLevelFanout packs, all packs up
+// to that level are merged into one, which lands a level or more higher — a
+// log-structured merge. Each object is thus rewritten about once per level,
+// and a repository holds at most compactLevelFanout-1 packs per level below
+// compactMaxPack, so a lookup searches a bounded number of indexes however
+// long the ledger. (git repack --geometric does the same rolling-up, but it
+// first walks the reachable history, which costs seconds for a long ledger.)
+//
+// Merging copies objects unchanged (same ids) into a new pack that is synced
+// and published before the old packs are removed, so nothing reachable is
+// ever missing; readers that listed a removed pack rescan. Packs with a .keep,
+// .promisor or .mtimes file beside them, and packs larger than compactMaxPack
+// (typically the repository's own), are left alone.
+const (
+	compactBase        = 16 << 10 // level 0: packs up to 16 KiB
+	compactLevelFanout = 4
+	compactMaxPack     = 64 << 20
+)
+
+// CompactReport says what Compact did.
+type CompactReport struct {
+	Merged  int   `json:"merged"`  // packs merged away
+	Written int   `json:"written"` // packs written
+	Objects int   `json:"objects"` // objects copied
+	Packs   int   `json:"packs"`   // packs left (all, including those left alone)
+	Bytes   int64 `json:"bytes"`   // size of the packs written
+}
+
+type compactPack struct {
+	name  string // "pack-<hex>"
+	size  int64
+	level int
+}
+
+func compactLevel(size int64) int {
+	level := 0
+	for s := int64(compactBase); size > s; s *= compactLevelFanout {
+		level++
+	}
+	return level
+}
+
+// NeedsCompaction reports whether there are at least min mergeable packs and
+// some level holds enough to merge. It only lists the pack directory.
+func NeedsCompaction(objectDir string, min int) bool {
+	packs, _, err := compactCandidates(objectDir)
+	if err != nil || len(packs) < min {
+		return false
+	}
+	_, ok := compactPick(packs)
+	return ok
+}
+
+// compactCandidates lists the mergeable packs and the number of all packs.
+func compactCandidates(objectDir string) ([]compactPack, int, error) {
+	dir := filepath.Join(objectDir, "pack")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, nil
+		}
+		return nil, 0, err
+	}
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	var out []compactPack
+	all := 0
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), ".pack")
+		if !ok || !names[base+".idx"] {
+			continue
+		}
+		all++
+		if names[base+".keep"] || names[base+".promisor"] || names[base+".mtimes"] {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.Size() > compactMaxPack {
+			continue
+		}
+		out = append(out, compactPack{name: base, size: fi.Size(), level: compactLevel(fi.Size())})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].size < out[j].size })
+	return out, all, nil
+}
+
+// compactPick returns the packs to merge: every pack up to the lowest level
+// that holds compactLevelFanout packs or more.
+func compactPick(packs []compactPack) ([]compactPack, bool) {
+	count := map[int]int{}
+	for _, p := range packs {
+		count[p.level]++
+	}
+	top := -1
+	for _, p := range packs {
+		if count[p.level] >= compactLevelFanout {
+			top = p.level
+			break
+		}
+	}
+	if top < 0 {
+		return nil, false
+	}
+	var pick []compactPack
+	for _, p := range packs {
+		if p.level <= top {
+			pick = append(pick, p)
+		}
+	}
+	return pick, true
+}
+
+// Compact merges packs until no level holds compactLevelFanout packs. db is
+// used to read the objects and learns about the packs written.
+func Compact(db *ObjectDB, objectDir string) (*CompactReport, error) {
+	rep := &CompactReport{}
+	for round := 0; round < 16; round++ {
+		packs, all, err := compactCandidates(objectDir)
+		if err != nil {
+			return rep, err
+		}
+		rep.Packs = all
+		pick, ok := compactPick(packs)
+		if !ok {
+			return rep, nil
+		}
+		pw := NewPackWriter()
+		for _, p := range pick {
+			ids, err := packIDs(filepath.Join(objectDir, "pack", p.name+".idx"))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed by a concurrent repack: its objects are elsewhere now
+			}
+			if err != nil {
+				return rep, err
+			}
+			for _, id := range ids {
+				typ, data, err := db.Read(id)
+				if err != nil {
+					return rep, fmt.Errorf("compact: %s: %w", p.name, err)
+				}
+				pw.Add(typ, data)
+			}
+		}
+		if pw.Len() == 0 {
+			return rep, nil
+		}
+		name, err := pw.WriteTo(objectDir)
+		if err != nil {
+			return rep, err
+		}
+		if err := db.AddPack(name); err != nil {
+			return rep, err
+		}
+		if fi, err := os.Stat(filepath.Join(objectDir, "pack", name+".pack")); err == nil {
+			rep.Bytes += fi.Size()
+		}
+		rep.Written++
+		rep.Objects += pw.Len()
+		for _, p := range pick {
+			if p.name == name {
+				continue // the merge reproduced an existing pack byte for byte
+			}
+			if err := RemovePack(objectDir, p.name); err != nil {
+				return rep, err
+			}
+			rep.Merged++
+		}
+	}
+	return rep, nil
+}
+
+// packIDs lists the object ids in a pack index.
+func packIDs(idxPath string) ([]ObjectID, error) {
+	b, err := os.ReadFile(idxPath)
+	if err != nil {
+		return nil, err
+	}
+	x, err := packParseIndex(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", idxPath, err)
+	}
+	ids := make([]ObjectID, x.n)
+	for i := range ids {
+		copy(ids[i][:], b[packIdxHeader+20*i:])
+	}
+	return ids, nil
+}
