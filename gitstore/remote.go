@@ -195,7 +195,10 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 	if strings.Contains(err.Error(), "required to be") {
 		return fmt.Errorf("%w: %v", ErrRefChanged, err)
 	}
-	if msg != "" || strings.Contains(err.Error(), "hook declined") || strings.Contains(err.Error(), "rejected") {
+	// Only a refusal by the server (its hook, or receive-pack's own checks) is
+	// a rejection; other failures that printed text (an unpack error while
+	// the clone was being repacked) are transient.
+	if strings.Contains(err.Error(), "hook declined") || strings.Contains(err.Error(), "rejected") {
 		if msg == "" {
 			msg = err.Error()
 		}

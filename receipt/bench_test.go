@@ -94,7 +94,7 @@ func benchLedger(b *testing.B, n int) (*ledger.Ledger, string) {
 	// Roll the packs together, as tally gc does, so that every size is
 	// measured on the same layout.
 	c.L.WaitMaintenance()
-	if err := c.L.Repack(); err != nil {
+	if _, err := c.L.Compact(); err != nil {
 		b.Fatal(err)
 	}
 	s, err := c.L.Head()

@@ -1,0 +1,260 @@
+// Package gitserver starts real git servers on the loopback interface for
+// tests: git daemon (git://) and git http-backend behind net/http/cgi (smart
+// HTTP). Both run receive-pack in their own processes with a controlled
+// environment, so the server's hooks see the server's clock and
+// configuration, not the client's (which is what a file:// remote would give
+// them: there the hook inherits the pushing client's environment).
+package gitserver
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/internal/testrepo"
+)
+
+// Kind names a server type; Kinds lists both, for tests that run over each.
+type Kind string
+
+const (
+	GitDaemon Kind = "daemon"
+	SmartHTTP Kind = "http"
+)
+
+// Kinds are the server types every remote test runs over.
+var Kinds = []Kind{GitDaemon, SmartHTTP}
+
+// Start starts a server of kind serving the bare repositories under root and
+// returns its base URL (repositories are baseURL + "/" + directory name).
+// env is added to the server's environment (testrepo.Env()), for example
+// "TALLY_NOW=..." to set the clock of the server's hooks.
+func Start(t testing.TB, kind Kind, root string, env ...string) string {
+	t.Helper()
+	switch kind {
+	case GitDaemon:
+		return Daemon(t, root, env...)
+	case SmartHTTP:
+		return HTTP(t, root, env...)
+	}
+	t.Fatalf("gitserver: unknown kind %q", kind)
+	return ""
+}
+
+// Daemon starts `git daemon` on a free loopback port, serving (with
+// receive-pack enabled) every repository under root, and returns
+// git://127.0.0.1:PORT. It returns once the daemon accepts connections; the
+// daemon and every process it started are killed at cleanup.
+func Daemon(t testing.TB, root string, env ...string) string {
+	t.Helper()
+	root, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 20; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		url, err := startDaemon(t, root, port, env)
+		if err == nil {
+			return url
+		}
+		lastErr = err
+	}
+	t.Fatalf("gitserver: git daemon did not start: %v", lastErr)
+	return ""
+}
+
+// freePort returns a loopback port that was free a moment ago (the daemon may
+// still lose it to another process; Daemon then retries with another).
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// lockedBuffer collects a process's stderr for failure messages.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 1<<20 { // keep memory bounded in long runs
+		l.b.Reset()
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startDaemon(t testing.TB, root string, port int, env []string) (string, error) {
+	// git-daemon itself rather than the git wrapper (which would run it as a
+	// child), so that Pdeathsig reaches the listening process: the daemon dies
+	// with the test process even when the test binary panics or is killed and
+	// the cleanup below never runs.
+	cmd := exec.Command(filepath.Join(gitExecPath(t), "git-daemon"), "--reuseaddr", "--listen=127.0.0.1", "--port="+strconv.Itoa(port),
+		"--base-path="+root, "--export-all", "--enable=receive-pack", "--informative-errors", "--verbose", root)
+	cmd.Dir = root
+	cmd.Env = testrepo.Env(env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stderr := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the daemon and its children
+		<-exited
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		select {
+		case <-exited:
+			// Typically the port was taken between freePort and the bind.
+			return "", fmt.Errorf("git daemon on port %d exited: %s", port, strings.TrimSpace(stderr.String()))
+		default:
+		}
+		// "Ready to rumble" (--verbose) comes once the daemon listens, so a
+		// connection accepted after it is the daemon's, not another process's
+		// that took the port first.
+		if strings.Contains(stderr.String(), "Ready to rumble") {
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", fmt.Errorf("git daemon on port %d: not accepting connections after 15s: %s", port, stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // startup polling only
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			if s := strings.TrimSpace(stderr.String()); s != "" {
+				t.Logf("git daemon stderr (end):\n%s", tail(s, 4096))
+			}
+		}
+	})
+	return "git://" + addr, nil
+}
+
+// HTTP serves smart HTTP for the repositories under root with git
+// http-backend run through net/http/cgi on a loopback httptest.Server, and
+// returns http://127.0.0.1:PORT. Pushing needs http.receivepack=true in the
+// repository (NewBare sets it).
+func HTTP(t testing.TB, root string, env ...string) string {
+	t.Helper()
+	root, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := filepath.Join(gitExecPath(t), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		t.Skipf("git http-backend not available: %v", err)
+	}
+	stderr := &lockedBuffer{}
+	h := &cgi.Handler{
+		Path:   backend,
+		Dir:    root,
+		Env:    testrepo.Env(append([]string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, env...)...),
+		Stderr: stderr,
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		if t.Failed() {
+			if s := strings.TrimSpace(stderr.String()); s != "" {
+				t.Logf("git http-backend stderr (end):\n%s", tail(s, 4096))
+			}
+		}
+	})
+	return srv.URL
+}
+
+// NewBare creates the bare repository root/name, installs tally's server
+// hook in it with the real binary (`tally hooks install --server`), enables
+// pushing over smart HTTP, keeps automatic gc in the foreground, logs every
+// ref update in the reflog (see ServerLog), and returns its path.
+func NewBare(t testing.TB, root, name string) string {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testrepo.Git(t, dir, "init", "-q", "--bare", "-b", "main")
+	testrepo.Git(t, dir, "config", "http.receivepack", "true")
+	// receive-pack may start an automatic gc; in the foreground it stays in
+	// the server's process group, so it ends with the server at cleanup
+	// instead of outliving the test in a removed directory.
+	testrepo.Git(t, dir, "config", "gc.autoDetach", "false")
+	// Every ref update the server makes is kept in its reflog, for tests to
+	// explain a failure with.
+	testrepo.Git(t, dir, "config", "core.logAllRefUpdates", "always")
+	r := testrepo.Run(t, dir, "server", nil, "--json", "hooks", "install", "--server")
+	if r.Code != 0 {
+		t.Fatalf("tally hooks install --server in %s: exit %d\n%s%s", dir, r.Code, r.Stdout, r.Stderr)
+	}
+	hook := filepath.Join(dir, "hooks", "pre-receive")
+	if b, err := os.ReadFile(hook); err != nil || !bytes.Contains(b, []byte("tally")) {
+		t.Fatalf("tally hooks install --server did not write %s: %v", hook, err)
+	}
+	return dir
+}
+
+// ServerLog returns the last n updates of ref in the server repository bare,
+// newest first, from its reflog (NewBare turns it on for every ref).
+func ServerLog(t testing.TB, bare, ref string, n int) string {
+	t.Helper()
+	cmd := exec.Command("git", "reflog", "show", "--date=iso-strict", "--format=%H %gd %gs", "-n", strconv.Itoa(n), ref)
+	cmd.Dir, cmd.Env = bare, testrepo.Env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("git reflog %s: %v: %s", ref, err, out)
+	}
+	return string(out)
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// gitExecPath is where git keeps its programs (git --exec-path).
+func gitExecPath(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
