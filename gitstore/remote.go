@@ -13,8 +13,12 @@ import (
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -193,7 +197,8 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 	}
 	msg := strings.TrimSpace(progress.String())
 	if strings.Contains(err.Error(), "required to be") {
-		return fmt.Errorf("%w: %v", ErrRefChanged, err)
+		// Nothing was sent: the remote ref moved before the push began.
+		return &RefMovedError{Current: movedTo(err.Error())}
 	}
 	// Only a refusal by the server (its hook, or receive-pack's own checks) is
 	// a rejection; other failures that printed text (an unpack error while
@@ -207,6 +212,23 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 	return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
 }
 
+// RefMovedError reports a push not sent because the remote ref no longer held
+// the expected value; Current is its value then (zero if absent or unknown).
+type RefMovedError struct{ Current ObjectID }
+
+func (e *RefMovedError) Error() string { return "remote ref moved to " + e.Current.String() }
+func (e *RefMovedError) Unwrap() error { return ErrRefChanged }
+
+// movedTo reads the current value from go-git's "required to be X but is Y".
+func movedTo(msg string) ObjectID {
+	_, after, ok := strings.Cut(msg, " but is ")
+	if !ok {
+		return ObjectID{}
+	}
+	id, _ := ParseObjectID(strings.TrimSpace(after))
+	return id
+}
+
 // serverLines keeps what the server said, without progress noise.
 func serverLines(s string) string {
 	var out []string
@@ -217,4 +239,76 @@ func serverLines(s string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// PushPack is PushRef for an update whose new objects are exactly those of
+// one pack this process wrote (an append built on the remote tip): the pack
+// file is sent as is, so go-git never opens the local object store or walks
+// history to decide what to send. The outcome rules are PushRef's; a
+// RefMovedError carries the remote value when nothing was sent.
+func (r *Repo) PushPack(remote, ref string, old, new ObjectID, packName string) error {
+	url, err := r.RemoteURL(remote)
+	if err != nil {
+		return err
+	}
+	ep, err := transport.NewEndpoint(url)
+	if err != nil {
+		return err
+	}
+	cli, err := client.NewClient(ep)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	defer cancel()
+	s, err := cli.NewReceivePackSession(ep, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	}
+	defer s.Close()
+	ar, err := s.AdvertisedReferencesContext(ctx)
+	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	}
+	var cur ObjectID
+	if ar != nil {
+		if h, ok := ar.References[ref]; ok {
+			cur = ObjectID(h)
+		}
+	}
+	if cur != old {
+		return &RefMovedError{Current: cur}
+	}
+	f, err := os.Open(filepath.Join(r.ObjectDir, "pack", packName+".pack"))
+	if err != nil {
+		return err
+	}
+	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
+	var progress bytes.Buffer
+	req.Progress = &progress
+	if ar.Capabilities.Supports(capability.Sideband64k) {
+		req.Capabilities.Set(capability.Sideband64k)
+	} else if ar.Capabilities.Supports(capability.Sideband) {
+		req.Capabilities.Set(capability.Sideband)
+	}
+	req.Commands = []*packp.Command{{Name: plumbing.ReferenceName(ref), Old: plumbing.Hash(old), New: plumbing.Hash(new)}}
+	req.Packfile = f
+	rs, err := s.ReceivePack(ctx, req)
+	msg := serverLines(progress.String())
+	if err == nil && rs != nil {
+		err = rs.Error()
+		if err == nil && len(rs.CommandStatuses) == 0 {
+			err = errors.New("the server sent no status for the update")
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(err.Error(), "hook declined") || strings.Contains(err.Error(), "rejected"):
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("%w: %s", ErrPushRejected, msg)
+	}
+	return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
 }

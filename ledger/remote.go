@@ -23,7 +23,7 @@ import (
 // to the pushed commit when it can.
 
 // remoteAttempts bounds the retries of a remote append.
-const remoteAttempts = 16
+const remoteAttempts = 32
 
 // A remote record is this clone's knowledge of a remote's ledger: the last
 // tip it verified (or pushed itself, built on a verified tip), in the same
@@ -118,7 +118,8 @@ func remoteError(err error) error {
 // are either in it (another writer appended on top of ours: we won) or not (we
 // lost the race: rebuild on the new tip), with jittered backoff.
 func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appended, error) {
-	pause := 2 * time.Millisecond
+	var slot time.Duration
+	lost := 0
 	base := l.readRemoteRecord(remote)
 	fetch := base.IsZero()
 	var pending []*Appended // pushed, outcome unknown until the next fetch
@@ -154,14 +155,23 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		if err != nil {
 			return nil, err
 		}
-		pushErr := l.Repo.PushRef(remote, l.Ref, base, tip)
-		cur, err := l.Repo.ListRemoteRef(remote, l.Ref)
-		if err != nil {
+		t0 := time.Now()
+		pushErr := l.Repo.PushPack(remote, l.Ref, base, tip, pack)
+		var cur gitstore.ObjectID
+		var moved *gitstore.RefMovedError
+		if errors.As(pushErr, &moved) && !moved.Current.IsZero() {
+			cur = moved.Current // nothing was sent; no need to ask again
+		} else if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
 			if pushErr == nil {
 				return nil, errs.Wrap("REMOTE-UNREACHABLE", err, "remote %s: the push may have landed (run tally sync)", remote)
 			}
 			return nil, remoteError(err)
 		}
+		// A slot is about as long as an attempt takes, the time another writer
+		// needs to land; after k lost races, wait a random number of slots
+		// below 2^k (binary exponential backoff), so contenders spread out
+		// instead of racing again together.
+		slot = time.Since(t0)
 		switch {
 		case cur == tip:
 			if db, err := l.Repo.Objects(); err == nil {
@@ -187,8 +197,8 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			pending = out
 			fetch = true
 		}
-		time.Sleep(pause/2 + rand.N(pause))
-		pause = min(2*pause, 200*time.Millisecond)
+		lost++
+		time.Sleep(time.Duration(rand.N(1<<min(lost, 5))) * min(slot, 500*time.Millisecond))
 	}
 	return nil, errs.New("CONFLICT", "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
 }
