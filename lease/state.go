@@ -256,14 +256,24 @@ func (b bitmap) set(i int, v bool) {
 // indexes returns the set bits in increasing order.
 func (b bitmap) indexes() []int {
 	var out []int
-	for i, x := range b {
-		for x != 0 {
-			j := bits.TrailingZeros8(x)
-			out = append(out, i*8+j)
-			x &^= 1 << j
-		}
+	for i := b.next(0); i >= 0; i = b.next(i + 1) {
+		out = append(out, i)
 	}
 	return out
+}
+
+// next returns the first set bit at or after from, or -1.
+func (b bitmap) next(from int) int {
+	for i := from / 8; i < len(b); i++ {
+		x := b[i]
+		if i == from/8 {
+			x &^= 1<<(from%8) - 1
+		}
+		if x != 0 {
+			return i*8 + bits.TrailingZeros8(x)
+		}
+	}
+	return -1
 }
 
 // setCellState moves a cell to a new state and keeps the wave summary in step.

@@ -41,15 +41,12 @@ func (t *txn) pendingReady(wave string, limit int) ([]Candidate, error) {
 		return nil, err
 	}
 	var out []Candidate
-	for _, i := range rb.indexes() {
+	for i := rb.next(0); i >= 0 && (limit <= 0 || len(out) < limit); i = rb.next(i + 1) {
 		id, err := t.cellIDAt(wave, i)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, Candidate{Wave: wave, Cell: id, Index: i})
-		if limit > 0 && len(out) == limit {
-			break
-		}
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -35,6 +36,7 @@ agent, as the holder process, so a lease can be reclaimed once it is gone.
 Logs go to stderr.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			debug.SetGCPercent(100) // a long-running server collects garbage as usual
 			c, err := a.client(true)
 			if err != nil {
 				return err
