@@ -187,7 +187,7 @@ func (b *bench) grow(dir string, n int) {
 			die(err)
 		}
 	}
-	if _, err := l.Compact(); err != nil {
+	if _, err := l.CompactNow(); err != nil {
 		die(err)
 	}
 	fmt.Fprintf(os.Stderr, "ledger of %d entries built in %v\n", n, time.Since(t0).Round(time.Second))
@@ -332,7 +332,7 @@ func (b *bench) disk() {
 	}
 	l.WaitMaintenance()
 	grown := duBytes(filepath.Join(dir, ".git", "objects")) - before
-	if _, err := l.Compact(); err != nil {
+	if _, err := l.CompactNow(); err != nil {
 		die(err)
 	}
 	compacted := duBytes(filepath.Join(dir, ".git", "objects")) - before

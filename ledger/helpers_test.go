@@ -304,9 +304,11 @@ func checkChainLinks(t testing.TB, entries []chainEntry) {
 	}
 }
 
-// fsck runs git fsck --strict and fails the test on any error.
+// fsck runs git fsck --strict, once no compaction runs (a pack removed while
+// fsck lists them is reported as an error), and fails the test on any error.
 func fsck(t testing.TB, dir string) {
 	t.Helper()
+	waitMaintenance(t, dir)
 	cmd := exec.Command("git", "fsck", "--strict", "--no-progress")
 	cmd.Dir, cmd.Env = dir, testrepo.Env()
 	out, err := cmd.CombinedOutput()
@@ -352,56 +354,15 @@ func lockFiles(t testing.TB, dir string) []string {
 	return locks
 }
 
-// waitMaintenance waits until no background repack started by tally for the
-// repository at dir is running. tally starts it detached as
-// `sh -c ... tally-repack <commondir>/tally/repack.lock`, so a process with
-// that lock file among its arguments is one; the test must not check the
-// repository with fsck, or remove it, while git repack rewrites its packs.
-// This waits for a process to end; it does not paper over a race in tally.
+// waitMaintenance waits until no compaction runs in the repository at dir
+// (work tree or bare), so that the test may check it with fsck or remove it.
 func waitMaintenance(t testing.TB, dir string) {
 	t.Helper()
 	gd, err := gitTry(dir, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
 		return
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for repackRunning(gd) {
-		if time.Now().After(deadline) {
-			t.Errorf("background repack for %s still running after 2 minutes", dir)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// repackRunning reports whether a process has <commonDir>/tally/repack.lock
-// among its arguments (paths compared with symbolic links resolved).
-func repackRunning(commonDir string) bool {
-	want, err := filepath.EvalSymlinks(commonDir)
-	if err != nil {
-		want = commonDir
-	}
-	suffix := string(filepath.Separator) + filepath.Join("tally", "repack.lock")
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for _, arg := range strings.Split(string(b), "\x00") {
-			if !strings.HasSuffix(arg, suffix) {
-				continue
-			}
-			got := filepath.Dir(filepath.Dir(arg))
-			if real, err := filepath.EvalSymlinks(got); err == nil {
-				got = real
-			}
-			if got == want {
-				return true
-			}
-		}
-	}
-	return false
+	testrepo.WaitCompaction(t, gd)
 }
 
 // --- building and rewriting ledger commits with git plumbing ---

@@ -3,9 +3,7 @@ package ledger
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/tally-dev/tally/gitstore"
 )
@@ -14,41 +12,32 @@ import (
 // log-structured so their number stays bounded. An append that finds enough
 // mergeable packs starts a compaction in the background and never waits for
 // it: maintenance is best effort and must not slow or fail an append. At most
-// one compaction runs per clone (the compact.lock file; one older than
-// compactStale is taken to be abandoned).
-const (
-	compactTrigger = 12 // mergeable packs that make an append start a compaction
-	compactStale   = 10 * time.Minute
-)
-
-func (l *Ledger) compactLock() string { return filepath.Join(l.LocalDir, "compact.lock") }
+// one compaction runs per repository: it holds the compaction lock (an flock,
+// so a killed compactor never leaves it behind), and an append that finds the
+// lock taken leaves the work to its holder.
+const compactTrigger = 12 // mergeable packs that make an append start a compaction
 
 // maybePack starts a background compaction when packs have piled up: in a
 // detached `tally gc` process if the caller named one (Maintainer), so a
 // short-lived command exits at once, else in a goroutine (WaitMaintenance).
+// The detached process inherits the held lock and keeps it until it exits.
 func (l *Ledger) maybePack() {
 	if !gitstore.NeedsCompaction(l.Repo.ObjectDir, compactTrigger) {
 		return
 	}
-	lock := l.compactLock()
-	if fi, err := os.Stat(lock); err == nil {
-		if time.Since(fi.ModTime()) < compactStale {
-			return // one is running
-		}
-		os.Remove(lock)
+	lock, err := gitstore.LockCompaction(gitstore.CompactionLockPath(l.Repo.CommonDir), false)
+	if err != nil || lock == nil {
+		return // busy, or no lock to be had: the next append tries again
 	}
-	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return
-	}
-	f.Close()
 	done := make(chan struct{})
 	l.repacking = done
 	if l.Maintainer != "" {
-		cmd := exec.Command(l.Maintainer, "-C", l.Repo.CommonDir, "--namespace", l.Namespace, "gc", "--release-lock", lock)
+		cmd := exec.Command(l.Maintainer, "-C", l.Repo.CommonDir, "--namespace", l.Namespace, "gc", "--holding-lock")
+		cmd.ExtraFiles = []*os.File{lock.File()}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := cmd.Start(); err != nil {
-			os.Remove(lock)
+		err := cmd.Start()
+		lock.Close()
+		if err != nil {
 			close(done)
 			return
 		}
@@ -57,7 +46,7 @@ func (l *Ledger) maybePack() {
 	}
 	go func() {
 		defer close(done)
-		defer os.Remove(lock)
+		defer lock.Close()
 		l.Compact()
 	}()
 }
@@ -71,7 +60,19 @@ func (l *Ledger) WaitMaintenance() {
 	}
 }
 
-// Compact merges the repository's small packs now (tally gc).
+// CompactNow waits for any running compaction, then merges the repository's
+// small packs (tally gc).
+func (l *Ledger) CompactNow() (*gitstore.CompactReport, error) {
+	lock, err := gitstore.LockCompaction(gitstore.CompactionLockPath(l.Repo.CommonDir), true)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	return l.Compact()
+}
+
+// Compact merges the repository's small packs now; the caller holds the
+// compaction lock.
 func (l *Ledger) Compact() (*gitstore.CompactReport, error) {
 	db, err := l.Repo.Objects()
 	if err != nil {

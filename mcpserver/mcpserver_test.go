@@ -31,14 +31,6 @@ import (
 func newRepo(t *testing.T, n int) string {
 	t.Helper()
 	dir := testrepo.New(t)
-	t.Cleanup(func() { // wait for a background repack tally may have started
-		lock := filepath.Join(dir, ".git", "tally", "repack.lock")
-		for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(lock); os.IsNotExist(err) {
-				return
-			}
-		}
-	})
 	cells := make([]string, n)
 	for i := range cells {
 		cells[i] = fmt.Sprintf(`{"id":"c%d"}`, i)

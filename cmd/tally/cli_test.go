@@ -45,27 +45,12 @@ type repo struct {
 	now string // TALLY_NOW; "" for the wall clock
 }
 
-// newRepo creates a repository with one commit (testrepo.New). Its cleanup
-// first waits for a background repack that tally may have started, so the
-// temporary directory can be removed.
+// newRepo creates a repository with one commit (testrepo.New, which also
+// waits for background compactions before the directory is removed).
 func newRepo(t testing.TB) *repo {
 	t.Helper()
 	dir := testrepo.New(t)
-	waitMaintenance(t, dir)
 	return &repo{t: t, dir: dir}
-}
-
-// waitMaintenance registers a cleanup, run before the directory's removal,
-// that waits for tally's background repack (marked by repack.lock) to end.
-func waitMaintenance(t testing.TB, dir string) {
-	t.Cleanup(func() {
-		lock := filepath.Join(dir, ".git", "tally", "repack.lock")
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(lock); os.IsNotExist(err) {
-				return
-			}
-		}
-	})
 }
 
 // at sets TALLY_NOW to cliT0 + d for the following commands.
@@ -1246,4 +1231,30 @@ func readLedger(t testing.TB, dir string) []loggedEntry {
 		out2 = append(out2, loggedEntry{Commit: c, Subject: subject, Entry: e})
 	}
 	return out2
+}
+
+// Appends leave one pack each and start compactions in the background; after
+// they end, and after an explicit gc (which first waits for a running one),
+// the pack count is bounded and the repository and the ledger check clean.
+func TestBackgroundCompaction(t *testing.T) {
+	r := newRepo(t)
+	r.ok("a", "init")
+	const appends = 60
+	for i := range appends {
+		r.ok("a", "note", fmt.Sprintf("n%d", i))
+	}
+	testrepo.WaitCompaction(t, filepath.Join(r.dir, ".git"))
+	// Without background compaction there would be appends+1 packs; each
+	// append that saw 12 mergeable packs with the lock free started one.
+	if n := r.packs(); n > 24 {
+		t.Fatalf("%d packs after %d appends and their background compactions", n, appends)
+	}
+	rep := r.ok("a", "gc")
+	if got := int(rep["packs"].(float64)); got != r.packs() || got > 12 {
+		t.Fatalf("gc reports %d packs, directory has %d (want the same, at most 12)", got, r.packs())
+	}
+	r.git("fsck", "--strict", "--no-dangling")
+	if v := r.ok("a", "verify", "--full"); v["entries"].(float64) != appends+1 {
+		t.Fatalf("verify after compaction: %v", v)
+	}
 }

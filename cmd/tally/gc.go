@@ -3,31 +3,32 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func (a *app) gcCmd() *cobra.Command {
-	var releaseLock string
+	var holdingLock bool
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "merge the small packs appends leave behind now (appends also start this in the background)",
 		Long: `gc merges small packs log-structured: packs are grouped by size in levels
 (a factor of four apart) and a level with four packs is merged upward, so a
 repository keeps a bounded number of packs however long the ledger. Objects
-are copied unchanged; the repository's large packs are left to git gc.`,
+are copied unchanged; the repository's large packs are left to git gc. If a
+background compaction is running, gc waits for it first.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if releaseLock != "" {
-				defer os.Remove(releaseLock)
-			}
 			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			rep, err := c.L.Compact()
+			compact := c.L.CompactNow
+			if holdingLock {
+				compact = c.L.Compact // the append that started us handed us the lock
+			}
+			rep, err := compact()
 			if err != nil {
 				return err
 			}
@@ -36,7 +37,7 @@ are copied unchanged; the repository's large packs are left to git gc.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&releaseLock, "release-lock", "", "remove this compaction lock when done (for background runs)")
-	cmd.Flags().MarkHidden("release-lock")
+	cmd.Flags().BoolVar(&holdingLock, "holding-lock", false, "the compaction lock is already held for this process (background runs)")
+	cmd.Flags().MarkHidden("holding-lock")
 	return cmd
 }

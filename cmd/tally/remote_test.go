@@ -78,15 +78,15 @@ func (c *netCluster) clone(name string) string {
 }
 
 // netWaitMaintenance registers a cleanup, run before dir is removed, that
-// waits for background maintenance to end: a repack tally started (marked by
-// its repack.lock) and a gc --auto that git commit detached (gc.pid).
+// waits for background maintenance to end: a compaction tally started and a
+// gc --auto that git commit detached (marked by gc.pid while it runs).
 func netWaitMaintenance(t testing.TB, dir string) {
 	t.Cleanup(func() {
-		for _, lock := range []string{filepath.Join(dir, ".git", "tally", "repack.lock"), filepath.Join(dir, ".git", "gc.pid")} {
-			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				if _, err := os.Stat(lock); os.IsNotExist(err) {
-					break
-				}
+		testrepo.WaitCompaction(t, filepath.Join(dir, ".git"))
+		gcPid := filepath.Join(dir, ".git", "gc.pid")
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(gcPid); os.IsNotExist(err) {
+				break
 			}
 		}
 	})

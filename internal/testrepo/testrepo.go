@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tally-dev/tally/gitstore"
 )
 
 // Env returns an environment for running git and tally in tests: no system
@@ -48,12 +50,14 @@ func Git(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// New creates a repository with one commit and returns its work tree.
+// New creates a repository with one commit and returns its work tree. The
+// test waits for background compactions there before the directory goes.
 func New(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	Git(t, dir, "init", "-q", "-b", "main")
 	Git(t, dir, "commit", "-q", "--allow-empty", "-m", "root")
+	t.Cleanup(func() { WaitCompaction(t, filepath.Join(dir, ".git")) })
 	return dir
 }
 
@@ -124,4 +128,17 @@ func Run(t testing.TB, dir, actor string, env []string, args ...string) Result {
 		}
 	}
 	return res
+}
+
+// WaitCompaction waits until no tally compaction runs in the repository whose
+// common git directory is commonDir: appends start them in the background,
+// and one that is still merging packs when a test runs git fsck or removes
+// the directory would make the test fail for a reason of its own.
+func WaitCompaction(t testing.TB, commonDir string) {
+	t.Helper()
+	lock, err := gitstore.LockCompaction(gitstore.CompactionLockPath(commonDir), true)
+	if err != nil {
+		t.Fatalf("waiting for compaction in %s: %v", commonDir, err)
+	}
+	lock.Close()
 }

@@ -1,0 +1,59 @@
+package gitstore
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// CompactionLock serializes the compactions of one repository. It is an
+// flock on a side file, so it is released when its holder exits or dies,
+// however it ends, and a lock can be handed to a child process by passing
+// the open file (the lock belongs to the open file, not to the process).
+type CompactionLock struct{ f *os.File }
+
+// CompactionLockPath is the compaction lock of the repository whose common
+// git directory is commonDir: one per object directory, whatever the namespace.
+func CompactionLockPath(commonDir string) string {
+	return filepath.Join(commonDir, "tally", "compact.lock")
+}
+
+// LockCompaction takes the compaction lock at path. With wait false it returns
+// (nil, nil) at once when another holder has it; with wait true it blocks
+// until the holder is done.
+func LockCompaction(path string, wait bool) (*CompactionLock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_EX
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &CompactionLock{f: f}, nil
+}
+
+// File is the locked file, for handing the lock to a child process
+// (exec.Cmd.ExtraFiles): the child holds it until it exits.
+func (c *CompactionLock) File() *os.File { return c.f }
+
+// Close releases this process's hold. If a child was handed the file, the
+// lock stays held until the child ends too.
+func (c *CompactionLock) Close() error { return c.f.Close() }
