@@ -1019,11 +1019,18 @@ func waitZombie(t *testing.T, pid int) {
 
 // ---------------------------------------------------------------- verify
 
-// forge appends an entry to the ledger with git plumbing, the way ledger.Step
-// and the writer would, except that the lease rules are run only when rules
-// is set: with rules off, an illegal entry is written well chained (seq,
-// prev, Merkle tiles, meta, commit message and trailers all correct).
-func forge(t *testing.T, dir, kind, actor, ts string, body any, rules bool) (seq uint64) {
+// forged is an entry forge wrote: its seq and its ledger commit.
+type forged struct {
+	Seq    uint64
+	Commit string
+}
+
+// forge appends an entry to the local ledger of dir with git plumbing, the
+// way ledger.Step and the writer would, except that the lease rules are run
+// only when rules is set: with rules off, an illegal entry is written well
+// chained (seq, prev, Merkle tiles, meta, commit message and trailers all
+// correct). It moves the ref with git update-ref.
+func forge(t testing.TB, dir, kind, actor, ts string, body any, rules bool) forged {
 	t.Helper()
 	l, err := ledger.Open(dir, ledger.Options{})
 	if err != nil {
@@ -1106,7 +1113,7 @@ func forge(t *testing.T, dir, kind, actor, ts string, body any, rules bool) (seq
 		t.Fatal(err)
 	}
 	testrepo.Git(t, dir, "update-ref", "refs/tally/ledger", id.String(), tip.String())
-	return e.Seq
+	return forged{Seq: e.Seq, Commit: id.String()}
 }
 
 // TestVerifyReplaysRules: verify replays the lease rules, so a ledger that is
@@ -1152,7 +1159,7 @@ func TestVerifyReplaysRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := setup(t)
-			seq := forge(t, r.dir, tc.kind, tc.actor, tsAt(time.Second), tc.body, false)
+			seq := forge(t, r.dir, tc.kind, tc.actor, tsAt(time.Second), tc.body, false).Seq
 			// a legal entry after it does not hide it
 			forge(t, r.dir, "note", "C", tsAt(2*time.Second), lease.NoteBody{Text: "after"}, true)
 			for _, args := range [][]string{{"verify", "--full"}, {"verify"}} {

@@ -23,19 +23,12 @@ paths, every changed path must match them (else RECEIPT-SCOPE). A git note on
 the commit under refs/notes/tally points at the receipt.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, cell, err := cellArg(argv[0])
-			if err != nil {
-				return err
-			}
-			if err := requireFlag(cmd, "epoch"); err != nil {
-				return err
-			}
-			req.CellRef = lease.CellRef{Wave: w, Cell: cell}
-			c, err := a.client(true)
+			c, w, cell, err := a.leaseCell(cmd, argv[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			req.CellRef = lease.CellRef{Wave: w, Cell: cell}
 			res, err := c.Done(req)
 			if err != nil {
 				return err

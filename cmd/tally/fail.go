@@ -10,14 +10,7 @@ func (a *app) failCmd() *cobra.Command {
 		Short: "mark your claimed cell failed",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, cell, err := cellArg(argv[0])
-			if err != nil {
-				return err
-			}
-			if err := requireFlag(cmd, "epoch"); err != nil {
-				return err
-			}
-			c, err := a.client(true)
+			c, w, cell, err := a.leaseCell(cmd, argv[0])
 			if err != nil {
 				return err
 			}

@@ -343,7 +343,7 @@ func TestCLIForgedBreak(t *testing.T) {
 		t.Run("victim-"+victim, func(t *testing.T) {
 			r := setup(t)
 			seq := forge(t, r.dir, "break", "dan", tsAt(time.Second),
-				lease.BreakBody{Cycles: [][]string{{"ann", "ben", "cat"}}, Victims: []string{victim}}, false)
+				lease.BreakBody{Cycles: [][]string{{"ann", "ben", "cat"}}, Victims: []string{victim}}, false).Seq
 			res := r.run("x", "verify", "--full")
 			e := obj(t, res.JSON, "error")
 			if res.Code != 3 || res.ErrorCode() != "RULE-VIOLATION" || num(t, e, "seq") != int64(seq) || e["rule"] != "USAGE" ||

@@ -29,11 +29,9 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/chain"
-	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/internal/gitserver"
 	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/lease"
-	"github.com/tally-dev/tally/ledger"
 )
 
 // ---------------------------------------------------------------- harness
@@ -337,96 +335,6 @@ func netLedger(t testing.TB, gitDir string) []netEntry {
 		entries = append(entries, netEntry{Commit: c, Subject: subject, Seq: e.Seq, Kind: e.Kind, Actor: e.Actor, TS: e.TS, Body: e.Body})
 	}
 	return entries
-}
-
-// netForge appends an entry to the local ledger of dir with plumbing, the way
-// ledger.Step and the writer would (seq, prev, Merkle tiles, meta, commit
-// message and trailers all correct) except that the lease rules run only if
-// rules is set: with rules off, an illegal entry is written well chained. It
-// moves the local ref and returns the new commit.
-func netForge(t testing.TB, dir, kind, actor, ts string, body any, rules bool) string {
-	t.Helper()
-	l, err := ledger.Open(dir, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	tip, err := l.Tip()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := l.SnapshotAt(tip)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := chain.MarshalCanonical(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &chain.Entry{V: chain.FormatVersion, Seq: snap.Meta.Size, Kind: kind, Prev: snap.Meta.Head, TS: ts,
-		Actor: actor, Nonce: "00112233445566778899aabbccddeeff", Body: b}
-	raw, err := e.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree := snap.Tree
-	summary := kind + " (forged)"
-	if rules {
-		res, err := lease.Apply(tree, e)
-		if err != nil {
-			t.Fatalf("forge with rules: %v", err)
-		}
-		for _, k := range res.Keys() {
-			if v := res.Changes[k]; v == nil {
-				err = tree.Delete(k)
-			} else {
-				err = tree.Set(k, v)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		summary = res.Summary
-	}
-	h := chain.EntryHash(raw)
-	if err := snap.Meta.Check(e); err != nil {
-		t.Fatalf("forged entry does not chain: %v", err)
-	}
-	next, err := snap.Meta.Advance(e, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tiles, err := chain.AppendTiles(tree, snap.Meta.Size, h, gitstore.HashObject(gitstore.BlobObject, raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range tiles {
-		if err := tree.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mb, err := next.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tree.Set(chain.MetaKey, mb); err != nil {
-		t.Fatal(err)
-	}
-	if err := tree.Set(ledger.EntryKey, raw); err != nil {
-		t.Fatal(err)
-	}
-	pw := gitstore.NewPackWriter()
-	treeID, err := tree.Hash(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := &ledger.Applied{Entry: e, Hash: h, Meta: next, Result: &lease.Result{Summary: summary}}
-	id := pw.Add(gitstore.CommitObject, ledger.CommitFor(applied, treeID, tip).Encode())
-	if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {
-		t.Fatal(err)
-	}
-	testrepo.Git(t, dir, "update-ref", "refs/tally/ledger", id.String(), tip.String())
-	return id.String()
 }
 
 func netAgent(i int) string { return fmt.Sprintf("agent-%d", i) }
@@ -761,7 +669,7 @@ func TestRemoteForgedPushesRefused(t *testing.T) {
 			}
 
 			reset(tip)
-			netForge(t, x, "claim", "B", netNowTS(0), netClaimBody("w", "c000"), false)
+			forge(t, x, "claim", "B", netNowTS(0), netClaimBody("w", "c000"), false)
 			refused("claim over a live lease", "RULE-VIOLATION", "LEASE-HELD", "origin", "refs/tally/ledger")
 
 			parent := testrepo.Git(t, x, "rev-parse", tip+"^")
@@ -769,7 +677,7 @@ func TestRemoteForgedPushesRefused(t *testing.T) {
 			refused("rolled-back history", "", "not a fast-forward of the current ledger", "-f", "origin", "refs/tally/ledger")
 
 			reset(parent)
-			netForge(t, x, "note", "B", netNowTS(0), lease.NoteBody{Text: "another history"}, true)
+			forge(t, x, "note", "B", netNowTS(0), lease.NoteBody{Text: "another history"}, true)
 			refused("forked history", "FORK-DETECTED", "not a fast-forward of the current ledger", "-f", "origin", "refs/tally/ledger")
 
 			reset(tip)
@@ -781,7 +689,7 @@ func TestRemoteForgedPushesRefused(t *testing.T) {
 
 			// Control: the same kind of hand-built entry, legal this time, is accepted.
 			reset(tip)
-			forged := netForge(t, x, "claim", "B", netNowTS(0), netClaimBody("w", "c001"), true)
+			forged := forge(t, x, "claim", "B", netNowTS(0), netClaimBody("w", "c001"), true).Commit
 			if exit, stderr := c.push(x, "origin", "refs/tally/ledger"); exit != 0 {
 				t.Fatalf("legal hand-built entry refused: %s", stderr)
 			}
@@ -978,7 +886,7 @@ func TestRemoteClientHooks(t *testing.T) {
 
 					// A forged, illegal entry: the client hook refuses; the server is not asked.
 					before := c.lsRemote()
-					netForge(t, x, "claim", "B", netNowTS(0), netClaimBody("w", "c000"), false)
+					forge(t, x, "claim", "B", netNowTS(0), netClaimBody("w", "c000"), false)
 					exit, stderr := c.push(x, "origin", "refs/tally/ledger")
 					if exit == 0 || !strings.Contains(stderr, "tally: refused refs/tally/ledger: RULE-VIOLATION") ||
 						strings.Contains(stderr, "remote: tally") || strings.Contains(stderr, "pre-receive") {

@@ -17,20 +17,13 @@ the lease keeps its current TTL. Refusals: ACTOR-MISMATCH, EPOCH-MISMATCH,
 LEASE-EXPIRED, LEASE-MAX-HOLD.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, cell, err := cellArg(argv[0])
-			if err != nil {
-				return err
-			}
-			if err := requireFlag(cmd, "epoch"); err != nil {
-				return err
-			}
 			if err := ttlFlag(cmd, ttl); err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("ttl") {
 				ttl = 0 // keep the lease's TTL
 			}
-			c, err := a.client(true)
+			c, w, cell, err := a.leaseCell(cmd, argv[0])
 			if err != nil {
 				return err
 			}

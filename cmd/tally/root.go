@@ -169,6 +169,22 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // cellArg parses "WAVE/CELL".
+// leaseCell serves the commands that act on the caller's own lease (renew,
+// release, fail, done): it parses the WAVE/CELL argument, requires --epoch,
+// and opens a client with an actor. The caller closes the client.
+func (a *app) leaseCell(cmd *cobra.Command, arg string) (c *tally.Client, wave, cell string, err error) {
+	if wave, cell, err = cellArg(arg); err != nil {
+		return nil, "", "", err
+	}
+	if err := requireFlag(cmd, "epoch"); err != nil {
+		return nil, "", "", err
+	}
+	if c, err = a.client(true); err != nil {
+		return nil, "", "", err
+	}
+	return c, wave, cell, nil
+}
+
 func cellArg(s string) (string, string, error) {
 	w, c, ok := strings.Cut(s, "/")
 	if !ok || w == "" || c == "" {
