@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,23 +194,9 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(timeout)
-	pause := 50 * time.Microsecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, err
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, ErrRefLocked
-		}
-		time.Sleep(pause/2 + rand.N(pause))
-		pause = min(pause*2, 2*time.Millisecond)
+	if err := flockWithin(f, timeout); err != nil {
+		f.Close()
+		return nil, err
 	}
 	rec, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
@@ -220,6 +205,47 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 		return nil, err
 	}
 	return &WriterLock{f: f, stale: string(rec)}, nil
+}
+
+// flockWithin takes an exclusive flock on f, waiting at most timeout. It
+// blocks in the kernel, so a released lock passes straight to a waiter
+// (polling would leave it idle while waiters sleep, and writers queue behind
+// it under contention). On timeout the blocked call is left to finish in its
+// goroutine, which then drops the lock at once.
+func flockWithin(f *os.File, timeout time.Duration) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return err
+	}
+	fd, err := syscall.Dup(int(f.Fd())) // the same open file: a lock taken through fd is f's
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for {
+			if err = syscall.Flock(fd, syscall.LOCK_EX); !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		done <- err
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		syscall.Close(fd)
+		return err
+	case <-timer.C:
+		go func() { // the call still blocks: when it returns, drop what it took
+			if err := <-done; err == nil {
+				syscall.Flock(fd, syscall.LOCK_UN)
+			}
+			syscall.Close(fd)
+		}()
+		return ErrRefLocked
+	}
 }
 
 // Release drops the lock.

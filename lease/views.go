@@ -114,6 +114,31 @@ func Next(kv chain.KV, wave string, now time.Time) (*Candidate, error) {
 	return nil, nil
 }
 
+// Open counts the cells that a claim --next may still get, now or later:
+// pending cells (their deps may yet be done) and claimed ones (their lease may
+// end), in wave, or in every wave when wave is "". Done and failed cells are
+// not open: a failed cell needs a requeue first.
+func Open(kv chain.KV, wave string) (int, error) {
+	waves := []string{wave}
+	if wave == "" {
+		p, err := ReadPlan(kv)
+		if err != nil {
+			return 0, err
+		}
+		waves = p.Waves
+	}
+	t := newTxn(kv)
+	n := 0
+	for _, w := range waves {
+		wv, err := t.wave(w)
+		if err != nil {
+			return 0, err
+		}
+		n += wv.Counts[Pending] + wv.Counts[Claimed]
+	}
+	return n, nil
+}
+
 func first(c []Candidate) *Candidate {
 	if len(c) == 0 {
 		return nil

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +14,7 @@ import (
 
 func (a *app) claimCmd() *cobra.Command {
 	var o tally.ClaimOptions
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "claim [WAVE/CELL | --next [--wave W]]",
 		Short: "claim a cell: a lease with a TTL at a new epoch",
@@ -23,6 +26,10 @@ epoch + 1. A cell whose lease expired is reclaimed the same way.
                   order), then cells whose lease expired
   --steal         take a live lease that is past its max-hold time
   --reclaim-dead  take a live lease whose holder process (same host) is gone
+  --wait D        on NO-READY-CELL or LEASE-HELD, wait for the ledger to
+                  change and try again, for up to D; with --next it stops
+                  at once when no cell is left open (pending or claimed):
+                  the error then carries "open": 0
 
 Refusals: LEASE-HELD (retryable; reports holder, epoch, expires_at),
 CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
@@ -36,6 +43,9 @@ CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
 			}
 			if err := ttlFlag(cmd, o.TTL); err != nil {
 				return err
+			}
+			if wait < 0 {
+				return usageErr("--wait must not be negative")
 			}
 			if len(argv) == 1 {
 				var err error
@@ -51,7 +61,9 @@ CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
 				return err
 			}
 			defer c.Close()
-			res, err := c.Claim(o)
+			res, err := c.ClaimWait(o, wait, func(refusal error) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "tally: waiting up to %v: %v\n", wait, refusal)
+			})
 			if err != nil {
 				return err
 			}
@@ -63,6 +75,7 @@ CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
 	cmd.Flags().BoolVar(&o.Next, "next", false, "claim the first ready cell")
 	cmd.Flags().StringVar(&o.NextWave, "wave", "", "with --next, only consider `WAVE`")
 	cmd.Flags().BoolVar(&o.Steal, "steal", false, "take a lease held past its max-hold time")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "on NO-READY-CELL or LEASE-HELD, keep trying for up to `DURATION` (e.g. 10m)")
 	cmd.Flags().BoolVar(&o.ReclaimDead, "reclaim-dead", false, "take a lease whose holder process on this host is gone")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1264,4 +1265,57 @@ func TestBackgroundCompaction(t *testing.T) {
 	if v := r.ok("a", "verify", "--full"); v["entries"].(float64) != appends+1 {
 		t.Fatalf("verify after compaction: %v", v)
 	}
+}
+
+// claim --wait: a claim that finds nothing ready waits for the ledger to move
+// and is granted the cell the move made ready; with nothing left open it
+// returns NO-READY-CELL at once, with "open": 0; a wait that runs out returns
+// the last refusal with "waited".
+func TestCLIClaimWait(t *testing.T) {
+	r := newRepo(t)
+	r.ok("A", "init")
+	r.ok("A", "plan", r.file("w.json", `{"wave":"w","cells":[{"id":"a"},{"id":"b","deps":["a"]}]}`))
+	a := r.ok("A", "claim", "--next")
+	epoch := strconv.FormatInt(int64(obj(t, a, "lease")["epoch"].(float64)), 10)
+
+	// B waits: b needs a done. Its first refusal is announced on stderr;
+	// only then does A finish a, so B is granted b while waiting.
+	cmd := exec.Command(testrepo.Tally(t), "-C", r.dir, "--json", "claim", "--next", "--wait", "1m")
+	cmd.Env = testrepo.Env("TALLY_ACTOR=B")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil || !strings.Contains(line, "waiting up to 1m0s") || !strings.Contains(line, "NO-READY-CELL") {
+		cmd.Process.Kill()
+		t.Fatalf("claim --wait did not announce its wait: %q %v", line, err)
+	}
+	r.ok("A", "done", "w/a", "--epoch", epoch)
+	go io.Copy(io.Discard, stderr)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("claim --next --wait: %v\n%s", err, stdout.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got["cell"] != "b" {
+		t.Fatalf("claim --next --wait got %s, want cell b", stdout.String())
+	}
+
+	// b is claimed by B: a wait on it that runs out reports "waited".
+	e := r.refuse(1, "LEASE-HELD", "C", "claim", "w/b", "--wait", "50ms")
+	if e["waited"] != "50ms" || e["holder"] != "B" {
+		t.Fatalf("LEASE-HELD after waiting: %v", e)
+	}
+	// Only b is open; once done, nothing is: no wait at all.
+	r.ok("B", "done", "w/b", "--epoch", "1")
+	e = r.refuse(1, "NO-READY-CELL", "C", "claim", "--next", "--wait", "1h")
+	if e["open"] != float64(0) {
+		t.Fatalf("NO-READY-CELL with nothing open must say open 0: %v", e)
+	}
+	r.refuse(2, "USAGE", "C", "claim", "--next", "--wait", "-1s")
 }

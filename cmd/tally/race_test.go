@@ -181,8 +181,9 @@ type grant struct {
 	seq   int64
 }
 
-// drain runs procs workers, each a loop of `claim --next` and `done` until
-// NO-READY-CELL with every cell done. It returns the claims and dones the
+// drain runs procs workers, each a loop of `claim --next --wait` and `done`
+// until NO-READY-CELL with every cell done (claim --wait returns it at once
+// when no cell is left open, and otherwise waits for the ledger to move). It returns the claims and dones the
 // workers saw, by cell, and the wall time of every successful claim process.
 func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]grant, latencies []time.Duration, err error) {
 	var mu sync.Mutex
@@ -200,7 +201,7 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 				mu.Unlock()
 			}
 			for iter := 0; iter < 100*n; iter++ {
-				c := runTally(bin, dir, actor, "claim", "--next", "--wave", wave)
+				c := runTally(bin, dir, actor, "claim", "--next", "--wave", wave, "--wait", "2m")
 				if c.Err != nil {
 					fail("%v", c.Err)
 					return
