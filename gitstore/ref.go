@@ -213,7 +213,10 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 // it under contention). On timeout the blocked call is left to finish in its
 // goroutine, which then drops the lock at once.
 func flockWithin(f *os.File, timeout time.Duration) error {
-	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	var err error = syscall.EINTR
+	for errors.Is(err, syscall.EINTR) {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
 		return err
 	}
