@@ -59,21 +59,22 @@ func Open(dir string, opt Options) (*Client, error) {
 	}
 	c := &Client{L: l, Actor: opt.Actor, Remote: opt.Remote, host: host}
 	l.Maintainer = opt.Maintainer
+	cfg := l.Repo.Config()
 	if c.Remote == "" && !opt.Local {
-		c.Remote, _ = l.Repo.ConfigValue("tally.remote")
+		c.Remote, _ = cfg.Value("tally.remote")
 	}
 	if c.Actor == "" {
 		c.Actor = os.Getenv("TALLY_ACTOR")
 	}
 	if c.Actor == "" {
-		c.Actor, _ = l.Repo.ConfigValue("user.email")
+		c.Actor, _ = cfg.Value("user.email")
 	}
 	key := opt.SigningKey
 	if key == "" {
 		key = os.Getenv("TALLY_SIGNING_KEY")
 	}
-	if format, _ := l.Repo.ConfigValue("gpg.format"); key == "" && format == "ssh" {
-		key, _ = l.Repo.ConfigValue("user.signingkey")
+	if format, _ := cfg.Value("gpg.format"); key == "" && format == "ssh" {
+		key, _ = cfg.Value("user.signingkey")
 	}
 	if key != "" {
 		if l.Signer, err = loadSigner(key); err != nil {

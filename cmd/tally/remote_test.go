@@ -10,7 +10,6 @@ package main
 // runs the long versions.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -278,61 +277,17 @@ func (e netEntry) cell() string {
 }
 
 // netLedger reads the ledger of the repository at gitDir (a bare repository
-// or a work tree) with git alone: rev-list and one cat-file --batch. It checks
-// that seqs are contiguous.
+// or a work tree) with git alone (readLedger), bodies decoded for matching.
 func netLedger(t testing.TB, gitDir string) []netEntry {
 	t.Helper()
-	list, err := netGit(gitDir, nil, "rev-list", "--first-parent", "--reverse", "refs/tally/ledger")
-	if err != nil {
-		t.Fatal(err)
-	}
-	commits := strings.Fields(list)
-	var in bytes.Buffer
-	for _, c := range commits {
-		fmt.Fprintf(&in, "%s\n%s:entry\n", c, c)
-	}
-	cmd := exec.Command("git", "cat-file", "--batch")
-	cmd.Dir, cmd.Env, cmd.Stdin = gitDir, testrepo.Env(), &in
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git cat-file --batch: %v", err)
-	}
-	rd := bufio.NewReader(bytes.NewReader(out))
-	next := func() []byte {
-		hdr, err := rd.ReadString('\n')
-		if err != nil {
-			t.Fatalf("cat-file: %v", err)
+	var entries []netEntry
+	for _, le := range readLedger(t, gitDir) {
+		e := le.Entry
+		var body map[string]any
+		if err := json.Unmarshal(e.Body, &body); err != nil {
+			t.Fatalf("body of %s: %v", le.Commit, err)
 		}
-		var id, typ string
-		var size int
-		if _, err := fmt.Sscanf(hdr, "%s %s %d", &id, &typ, &size); err != nil {
-			t.Fatalf("cat-file header %q: %v", hdr, err)
-		}
-		buf := make([]byte, size+1)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			t.Fatal(err)
-		}
-		return buf[:size]
-	}
-	entries := make([]netEntry, 0, len(commits))
-	for i, c := range commits {
-		commit, raw := next(), next()
-		_, msg, _ := bytes.Cut(commit, []byte("\n\n"))
-		subject, _, _ := strings.Cut(string(msg), "\n")
-		var e struct {
-			Seq   uint64         `json:"seq"`
-			Kind  string         `json:"kind"`
-			Actor string         `json:"actor"`
-			TS    string         `json:"ts"`
-			Body  map[string]any `json:"body"`
-		}
-		if err := json.Unmarshal(raw, &e); err != nil {
-			t.Fatalf("entry of %s: %v", c, err)
-		}
-		if e.Seq != uint64(i) {
-			t.Fatalf("%s: entry %d has seq %d", gitDir, i, e.Seq)
-		}
-		entries = append(entries, netEntry{Commit: c, Subject: subject, Seq: e.Seq, Kind: e.Kind, Actor: e.Actor, TS: e.TS, Body: e.Body})
+		entries = append(entries, netEntry{Commit: le.Commit, Subject: le.Subject, Seq: e.Seq, Kind: e.Kind, Actor: e.Actor, TS: e.TS, Body: body})
 	}
 	return entries
 }
