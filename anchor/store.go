@@ -80,7 +80,7 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 	if id == old {
 		return ref, nil
 	}
-	pack, err := l.Repo.UpdateRefWithPack(wl, ref, old, id, pw)
+	_, err = l.Repo.UpdateRefWithPack(wl, ref, old, id, pw)
 	switch {
 	case errors.Is(err, gitstore.ErrRefChanged):
 		return "", errs.Wrap("CONFLICT", err, "update %s", ref)
@@ -88,9 +88,6 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 		return "", errs.Wrap("REF-LOCKED", err, "update %s", ref)
 	case err != nil:
 		return "", errs.Wrap("INTERNAL", err, "update %s", ref)
-	}
-	if db, err := l.Repo.Objects(); err == nil {
-		db.AddPack(pack)
 	}
 	return ref, nil
 }

@@ -56,9 +56,6 @@ func (c *Commit) Payload() []byte {
 	return b.Bytes()
 }
 
-// Raw returns the bytes c was parsed from (nil for a constructed commit).
-func (c *Commit) Raw() []byte { return c.raw }
-
 // Encode returns the commit object content.
 func (c *Commit) Encode() []byte { return c.encode(c.Signature) }
 

@@ -331,7 +331,8 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 		return odbLoc{}, errODBClosed
 	}
 	var bad error
-	if last := db.lastHit.Load(); last != nil {
+	last := db.lastHit.Load()
+	if last != nil {
 		if m, err := last.maps(); err == nil {
 			if off, ok, err := m.idx.find(id); err == nil && ok {
 				return odbLoc{p: last, m: m, off: off}, nil
@@ -339,6 +340,9 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 		}
 	}
 	for _, p := range packs {
+		if p == last {
+			continue // searched above; a pack that failed to map there is retried by the next rescan
+		}
 		m, err := p.maps()
 		if err != nil {
 			if bad == nil && !errors.Is(err, fs.ErrNotExist) {

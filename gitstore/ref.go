@@ -347,6 +347,12 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 		return "", err
 	}
 	renamed = true
+	if packName != "" {
+		// This process's reads see the new objects without rescanning.
+		if db, err := r.Objects(); err == nil {
+			db.AddPack(packName)
+		}
+	}
 	return packName, syncDir(filepath.Dir(path))
 }
 

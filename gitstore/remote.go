@@ -58,25 +58,25 @@ func (r *Repo) RemoteURL(name string) (string, error) {
 	return "", fmt.Errorf("no remote named %q", name)
 }
 
-func (r *Repo) goRemote(name string) (*git.Remote, *git.Repository, error) {
+func (r *Repo) goRemote(name string) (*git.Remote, error) {
 	url, err := r.RemoteURL(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	repo, err := r.goRepo()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rname := name
 	if strings.ContainsAny(rname, "/:") {
 		rname = "tally-url"
 	}
-	return git.NewRemote(repo.Storer, &config.RemoteConfig{Name: rname, URLs: []string{url}}), repo, nil
+	return git.NewRemote(repo.Storer, &config.RemoteConfig{Name: rname, URLs: []string{url}}), nil
 }
 
 // ListRemoteRef returns the value of ref on the remote (zero if absent).
 func (r *Repo) ListRemoteRef(remote, ref string) (ObjectID, error) {
-	rm, _, err := r.goRemote(remote)
+	rm, err := r.goRemote(remote)
 	if err != nil {
 		return ObjectID{}, err
 	}
@@ -102,7 +102,7 @@ func (r *Repo) ListRemoteRef(remote, ref string) (ObjectID, error) {
 // The received pack is fsynced before FetchRef returns, so entries built on
 // the fetched tip never reference objects that a crash could lose.
 func (r *Repo) FetchRef(remote, ref, tracking string) (ObjectID, error) {
-	rm, _, err := r.goRemote(remote)
+	rm, err := r.goRemote(remote)
 	if err != nil {
 		return ObjectID{}, err
 	}
@@ -170,7 +170,7 @@ func (r *Repo) syncNewPacks(before map[string]bool) error {
 // returned error wraps ErrRemoteUnreachable for transport failures and
 // ErrPushRejected when the server refused with a message (its hook output).
 func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
-	rm, _, err := r.goRemote(remote)
+	rm, err := r.goRemote(remote)
 	if err != nil {
 		return err
 	}
@@ -195,19 +195,24 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 		// not a success; the caller's listing of the remote ref decides.
 		return fmt.Errorf("%w: go-git reported nothing to push", ErrRemoteUnreachable)
 	}
-	msg := strings.TrimSpace(progress.String())
 	if strings.Contains(err.Error(), "required to be") {
 		// Nothing was sent: the remote ref moved before the push began.
 		return &RefMovedError{Current: movedTo(err.Error())}
 	}
-	// Only a refusal by the server (its hook, or receive-pack's own checks) is
-	// a rejection; other failures that printed text (an unpack error while
-	// the clone was being repacked) are transient.
+	return pushFailure(err, progress.String())
+}
+
+// pushFailure classifies a failed push. Only a refusal by the server (its
+// hook, or receive-pack's own checks) is a rejection, reported with what the
+// server printed; other failures, even ones that printed text (an unpack
+// error while the clone was being repacked), are transient.
+func pushFailure(err error, progress string) error {
 	if strings.Contains(err.Error(), "hook declined") || strings.Contains(err.Error(), "rejected") {
+		msg := serverLines(progress)
 		if msg == "" {
-			msg = err.Error()
+			msg = serverLines(err.Error())
 		}
-		return fmt.Errorf("%w: %s", ErrPushRejected, serverLines(msg))
+		return fmt.Errorf("%w: %s", ErrPushRejected, msg)
 	}
 	return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
 }
@@ -283,32 +288,30 @@ func (r *Repo) PushPack(remote, ref string, old, new ObjectID, packName string) 
 	if err != nil {
 		return err
 	}
-	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
+	defer f.Close()              // go-git closes it only once it has sent it all
+	caps := capability.NewList() // an empty remote may advertise nothing at all
+	if ar != nil {
+		caps = ar.Capabilities
+	}
+	req := packp.NewReferenceUpdateRequestFromCapabilities(caps)
 	var progress bytes.Buffer
 	req.Progress = &progress
-	if ar.Capabilities.Supports(capability.Sideband64k) {
+	if caps.Supports(capability.Sideband64k) {
 		req.Capabilities.Set(capability.Sideband64k)
-	} else if ar.Capabilities.Supports(capability.Sideband) {
+	} else if caps.Supports(capability.Sideband) {
 		req.Capabilities.Set(capability.Sideband)
 	}
 	req.Commands = []*packp.Command{{Name: plumbing.ReferenceName(ref), Old: plumbing.Hash(old), New: plumbing.Hash(new)}}
 	req.Packfile = f
 	rs, err := s.ReceivePack(ctx, req)
-	msg := serverLines(progress.String())
 	if err == nil && rs != nil {
 		err = rs.Error()
 		if err == nil && len(rs.CommandStatuses) == 0 {
 			err = errors.New("the server sent no status for the update")
 		}
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case strings.Contains(err.Error(), "hook declined") || strings.Contains(err.Error(), "rejected"):
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("%w: %s", ErrPushRejected, msg)
 	}
-	return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	return pushFailure(err, progress.String())
 }

@@ -97,7 +97,7 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	if err != nil {
 		return nil, err
 	}
-	pack, err := l.Repo.UpdateRefWithPack(wl, l.Ref, parent, out[len(out)-1].Commit, pw)
+	_, err = l.Repo.UpdateRefWithPack(wl, l.Ref, parent, out[len(out)-1].Commit, pw)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrRefLocked) {
 			return nil, errs.Wrap("REF-LOCKED", err, "update %s", l.Ref)
@@ -106,9 +106,6 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 			return nil, err
 		}
 		return nil, errs.Wrap("INTERNAL", err, "update %s", l.Ref)
-	}
-	if db, err := l.Repo.Objects(); err == nil {
-		db.AddPack(pack)
 	}
 	return out, nil
 }

@@ -108,9 +108,8 @@ func AddNote(repo *gitstore.Repo, lockPath string, commit gitstore.ObjectID, lin
 			nc.Parents = []gitstore.ObjectID{tip}
 		}
 		id := pw.Add(gitstore.CommitObject, nc.Encode())
-		pack, err := repo.UpdateRefWithPack(wl, NotesRef, tip, id, pw)
+		_, err = repo.UpdateRefWithPack(wl, NotesRef, tip, id, pw)
 		if err == nil {
-			db.AddPack(pack)
 			return nil
 		}
 		if !errors.Is(err, gitstore.ErrRefChanged) {
