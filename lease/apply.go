@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -162,6 +163,9 @@ func firstLine(s string, max int) string {
 		}
 	}
 	if len(s) > max {
+		for max > 0 && !utf8.RuneStart(s[max]) {
+			max-- // cut before a character, not inside one
+		}
 		s = s[:max] + "…"
 	}
 	return s

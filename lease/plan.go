@@ -98,6 +98,9 @@ func (r *rule) plan() (string, error) {
 				return "", err
 			}
 			dc, err := r.t.cell(w, id)
+			if code := errs.Code(err); code != "" && code != "CELL-MISSING" && code != "WAVE-MISSING" {
+				return "", err // damaged state is not a missing dependency
+			}
 			if err != nil {
 				return "", errs.New("DEP-MISSING", "cell %s depends on %s, which does not exist", c.ID, d).
 					With("cell", c.ID).With("dep", d)

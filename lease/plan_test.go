@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
@@ -270,5 +271,34 @@ func TestPlanDuplicateDepSpellings(t *testing.T) {
 	}
 	if errs.Code(err) != "USAGE" {
 		t.Fatalf("got %v, want USAGE", err)
+	}
+}
+
+// A dependency whose stored cell is damaged is CORRUPT, not DEP-MISSING: the
+// cell exists, the state does not read.
+func TestPlanDamagedDependency(t *testing.T) {
+	w := newWorld(t)
+	w.plan("w1", pc{ID: "a"})
+	damaged := 0
+	for k := range w.kv {
+		if strings.HasPrefix(k, "waves/w1/cells/") && strings.HasSuffix(k, "/a") {
+			w.kv[k] = []byte("{not json")
+			damaged++
+		}
+	}
+	if damaged != 1 {
+		t.Fatalf("found %d stored cells w1/a", damaged)
+	}
+	w.refuse("CORRUPT", "plan", "planner", planBody("w2", pc{ID: "b", Deps: []string{"w1/a"}}))
+}
+
+// Summaries are cut at a character boundary, so commit subjects stay UTF-8.
+func TestSummaryCutsWholeCharacters(t *testing.T) {
+	w := newWorld(t)
+	for pad := 55; pad <= 62; pad++ {
+		res := w.ok("note", "a", lease.NoteBody{Text: strings.Repeat("x", pad) + strings.Repeat("é", 10)})
+		if !utf8.ValidString(res.Summary) || !strings.HasSuffix(res.Summary, "…") {
+			t.Fatalf("pad %d: summary %q", pad, res.Summary)
+		}
 	}
 }

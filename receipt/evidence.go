@@ -8,16 +8,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"hash"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/zeebo/blake3"
 
+	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
 )
 
@@ -38,16 +39,24 @@ func SaveEvidence(localDir, wave, cell string, ev lease.Evidence) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "run-*.json")
+	// Written under a temporary name and renamed, so PendingEvidence never
+	// reads a run that is half written.
+	f, err := os.CreateTemp(dir, ".run-*.tmp")
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err == nil {
+		unique := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f.Name()), ".run-"), ".tmp")
+		err = os.Rename(f.Name(), filepath.Join(dir, "run-"+unique+".json"))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // PendingEvidence returns the stored evidence of a lease, oldest first.
@@ -65,7 +74,7 @@ func PendingEvidence(localDir, wave, cell string, epoch int64) ([]lease.Evidence
 		}
 		var ev lease.Evidence
 		if err := json.Unmarshal(b, &ev); err != nil {
-			return nil, fmt.Errorf("evidence %s: %w", n, err)
+			return nil, errs.Wrap("CORRUPT", err, "pending evidence %s (remove the file to drop that run)", n)
 		}
 		out = append(out, ev)
 	}

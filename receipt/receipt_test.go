@@ -173,6 +173,32 @@ func TestDoneOutOfScopeRefused(t *testing.T) {
 	run(t, dir, "x", nil, 2, "RECEIPT-MISSING", "receipt", "verify", "HEAD")
 }
 
+// tally run stores evidence under a temporary name and renames it, so done
+// only ever sees whole runs; a run file that is damaged anyway is refused as
+// CORRUPT (exit 3), naming the file, and nothing is written.
+func TestCorruptPendingEvidence(t *testing.T) {
+	dir := setup(t, nil)
+	run(t, dir, "agent-1", nil, 0, "", "claim", "w1/a")
+	run(t, dir, "agent-1", nil, 0, "", "run", "w1/a", "--", "true")
+	evDir := filepath.Join(dir, ".git", "tally", "evidence", "w1", "a", "1")
+	runs, _ := filepath.Glob(filepath.Join(evDir, "*"))
+	if len(runs) != 1 || !strings.HasPrefix(filepath.Base(runs[0]), "run-") || !strings.HasSuffix(runs[0], ".json") {
+		t.Fatalf("evidence directory holds %v, want one run-*.json", runs)
+	}
+	if err := os.WriteFile(filepath.Join(evDir, "run-torn.json"), []byte(`{"argv":["tr`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, dir, "work", "src/a/x.go", "package a\n")
+	before := ref(t, dir, ledgerRef)
+	r := run(t, dir, "agent-1", nil, 3, "CORRUPT", "done", "w1/a", "--epoch", "1")
+	if msg, _ := jsonGet(r.JSON, "error", "message").(string); !strings.Contains(msg, "run-torn.json") {
+		t.Errorf("CORRUPT does not name the file: %q", msg)
+	}
+	if after := ref(t, dir, ledgerRef); after != before {
+		t.Errorf("ledger moved from %s to %s", before, after)
+	}
+}
+
 // Receipts and notes live in ordinary git objects reachable from refs, so
 // they survive git gc and a full repack; receipt show reports the done
 // entry and receipt verify passes afterwards.
