@@ -58,6 +58,16 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 // one leaves, with one pack and one compare-and-swap: all of them land or
 // none does. It is how bulk work (benchmarks, sync) avoids paying for
 // durability once per entry.
+// lockWriter takes the clone's writer lock (one tally writer of the ledger at
+// a time); one held longer than writerLockTimeout is CONFLICT.
+func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
+	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	if errors.Is(err, gitstore.ErrRefLocked) {
+		return nil, errs.New("CONFLICT", "another tally writer held %s for %v", l.Ref, writerLockTimeout)
+	}
+	return wl, err
+}
+
 func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, error) {
 	if err := chain.ValidActor(actor); err != nil {
 		return nil, errs.New("USAGE", "%v", err)
@@ -65,11 +75,8 @@ func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, err
 	if len(builds) == 0 {
 		return nil, errs.New("USAGE", "nothing to append")
 	}
-	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	wl, err := l.lockWriter()
 	if err != nil {
-		if errors.Is(err, gitstore.ErrRefLocked) {
-			return nil, errs.New("CONFLICT", "another tally writer held %s for %v", l.Ref, writerLockTimeout)
-		}
 		return nil, err
 	}
 	defer wl.Release()

@@ -67,6 +67,10 @@ func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
 
 func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID) error {
 	known := l.readRemoteRecord(remote)
+	if tip.IsZero() && !known.IsZero() {
+		return errs.New("ROLLBACK-DETECTED", "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
+			With("verified", known.String())
+	}
 	if tip.IsZero() || tip == known {
 		return nil
 	}
@@ -104,6 +108,8 @@ func remoteError(err error) error {
 		return errs.Wrap("REMOTE-UNREACHABLE", err, "remote")
 	case errors.Is(err, gitstore.ErrPushRejected):
 		return errs.New("REMOTE-REJECTED", "%v", err)
+	case errors.Is(err, gitstore.ErrNoRemote):
+		return errs.New("USAGE", "%v", err)
 	}
 	return errs.From(err)
 }
@@ -136,6 +142,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 				}
 				if in {
 					l.fastForwardLocal(base, base)
+					l.maybePack()
 					return pending, nil
 				}
 				pending = nil
@@ -179,17 +186,20 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			}
 			l.writeRemoteRecord(remote, tip)
 			l.fastForwardLocal(base, tip)
+			l.maybePack()
 			return out, nil
-		case cur == base && errors.Is(pushErr, gitstore.ErrPushRejected):
+		case cur == base: // not applied; a retry writes a pack of its own
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
-			return nil, remoteError(pushErr)
-		case cur == base && attempt >= 3:
-			gitstore.RemovePack(l.Repo.ObjectDir, pack)
-			if pushErr == nil {
-				pushErr = errors.New("the server did not apply the push")
+			if errors.Is(pushErr, gitstore.ErrPushRejected) {
+				return nil, remoteError(pushErr)
 			}
-			return nil, remoteError(fmt.Errorf("%w: %v", gitstore.ErrRemoteUnreachable, pushErr))
-		case cur != base:
+			if attempt >= 3 {
+				if pushErr == nil {
+					pushErr = errors.New("the server did not apply the push")
+				}
+				return nil, remoteError(fmt.Errorf("%w: %v", gitstore.ErrRemoteUnreachable, pushErr))
+			}
+		default:
 			// Someone else moved the ref: our commit may be under theirs.
 			if db, err := l.Repo.Objects(); err == nil {
 				db.AddPack(pack)
@@ -207,25 +217,32 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 // the entry hash recorded at its seq in tip's tiles (equal entries at a seq
 // imply equal prefixes).
 func (l *Ledger) contains(tip gitstore.ObjectID, ap *Appended) (bool, error) {
+	return l.holds(tip, ap.Entry.Seq, ap.Hash)
+}
+
+// holds reports whether the ledger at tip has the entry hash h at seq: a
+// read of O(log n) tiles, not a walk of the history.
+func (l *Ledger) holds(tip gitstore.ObjectID, seq uint64, h chain.Hash) (bool, error) {
 	snap, err := l.SnapshotAt(tip)
 	if err != nil {
 		return false, err
 	}
-	if ap.Entry.Seq >= snap.Meta.Size {
+	if seq >= snap.Meta.Size {
 		return false, nil
 	}
-	h, _, err := chain.EntryRecord(snap, snap.Meta.Size, ap.Entry.Seq)
+	got, _, err := chain.EntryRecord(snap, snap.Meta.Size, seq)
 	if err != nil {
 		return false, errs.Wrap("CORRUPT", err, "tiles of %s", tip)
 	}
-	return h == ap.Hash, nil
+	return got == h, nil
 }
 
-// fastForwardLocal moves the local ledger ref to tip when the local ledger is
-// base or an ancestor of it, that is when it has no entries of its own. A
-// local ledger with entries the remote lacks is left alone for tally sync.
+// fastForwardLocal moves the local ledger ref to tip when the local ledger
+// has no entries of its own: its last entry is in base at the same seq (the
+// chain makes the prefixes equal). A local ledger with entries the remote
+// lacks is left alone for tally sync.
 func (l *Ledger) fastForwardLocal(base, tip gitstore.ObjectID) {
-	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	wl, err := l.lockWriter()
 	if err != nil {
 		return
 	}
@@ -235,12 +252,12 @@ func (l *Ledger) fastForwardLocal(base, tip gitstore.ObjectID) {
 		return
 	}
 	if !local.IsZero() && local != base {
-		db, err := l.Repo.Objects()
-		if err != nil {
+		ls, err := l.SnapshotAt(local)
+		if err != nil || ls.Meta.Size == 0 {
 			return
 		}
-		if back, err := walkBack(db, base, local); err != nil || back == nil {
-			return
+		if in, err := l.holds(base, ls.Meta.Size-1, ls.Meta.Head); err != nil || !in {
+			return // entries of its own: tally sync's business
 		}
 	}
 	l.Repo.UpdateRef(wl, l.Ref, local, tip)

@@ -330,6 +330,14 @@ func TestRemoteRewriteDetected(t *testing.T) {
 			// A rollback: an ancestor of what was verified.
 			rewrite(a, known+"~2")
 			check("ROLLBACK-DETECTED")
+			// The ledger deleted from the remote: a rollback to nothing.
+			testrepo.Git(t, a, "push", "-q", "origin", ":"+ledgerRef)
+			if _, err := openLedger(t, a).FetchRemote("origin"); remoteCode(err) != "ROLLBACK-DETECTED" {
+				t.Fatalf("FetchRemote of a deleted remote ledger: %v, want ROLLBACK-DETECTED", err)
+			}
+			if r := testrepo.Run(t, a, "A", nil, "--json", "--remote", "origin", "note", "x"); r.Code != 3 || r.ErrorCode() != "ROLLBACK-DETECTED" {
+				t.Fatalf("tally note on a deleted remote ledger: exit %d %s", r.Code, r.Stdout)
+			}
 			// The original history back: the clone carries on.
 			rewrite(a, known)
 			l := openLedger(t, a)
@@ -487,4 +495,25 @@ kill -9 "$(cut -d' ' -f4 /proc/$PPID/stat)"
 			verifyOK(t, a, true)
 		})
 	}
+}
+
+// Remote appends leave a pack per attempt, like local ones, and start the same
+// background compaction: the clone's pack count stays bounded.
+func TestRemoteAppendsCompact(t *testing.T) {
+	s := newRemoteSite(t, gitserver.GitDaemon, true)
+	a := s.clone("a")
+	s.tally(a, "A", "--remote", "origin", "init")
+	l := openLedger(t, a)
+	const appends = 40
+	for i := range appends {
+		if _, err := l.AppendRemote("origin", "A", []ledger.BuildFunc{noteDraft(fmt.Sprintf("n%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.WaitMaintenance()
+	packs, _ := filepath.Glob(filepath.Join(a, ".git", "objects", "pack", "*.pack"))
+	if len(packs) > 20 {
+		t.Fatalf("%d packs after %d remote appends", len(packs), appends)
+	}
+	verifyOK(t, a, true)
 }

@@ -3,7 +3,6 @@ package ledger
 import (
 	"encoding/json"
 	"math/rand/v2"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -126,6 +125,7 @@ func (l *Ledger) syncOnce(remote string) (*SyncReport, error) {
 		return nil, err
 	}
 	rep.Entries = snap.Meta.Size
+	l.maybePack() // fetched and rebuilt entries leave packs like appends do
 	return rep, nil
 }
 
@@ -211,9 +211,9 @@ func (l *Ledger) moveLocal(old, tip gitstore.ObjectID) error {
 	if old == tip {
 		return nil
 	}
-	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	wl, err := l.lockWriter()
 	if err != nil {
-		return errs.New("CONFLICT", "local writer busy")
+		return err
 	}
 	defer wl.Release()
 	if err := l.Repo.UpdateRef(wl, l.Ref, old, tip); err != nil {
