@@ -36,6 +36,10 @@ var ErrRemoteUnreachable = errors.New("remote unreachable")
 // carries what the server said.
 var ErrPushRejected = errors.New("push rejected by the remote")
 
+// ErrNoRemote is returned for a remote name that is neither configured nor a
+// URL or path.
+var ErrNoRemote = errors.New("no such remote")
+
 // remoteTimeout bounds one network operation.
 const remoteTimeout = 60 * time.Second
 
@@ -55,7 +59,7 @@ func (r *Repo) RemoteURL(name string) (string, error) {
 	if strings.Contains(name, "://") || strings.HasPrefix(name, "/") || strings.HasPrefix(name, ".") {
 		return name, nil
 	}
-	return "", fmt.Errorf("no remote named %q", name)
+	return "", fmt.Errorf("%w: no remote named %q (git remote -v lists them)", ErrNoRemote, name)
 }
 
 func (r *Repo) goRemote(name string) (*git.Remote, error) {

@@ -717,6 +717,10 @@ func TestRemoteUnreachable(t *testing.T) {
 				p := c.refused(1, "REMOTE-UNREACHABLE", dir, "A", nil, args...)
 				t.Logf("%v: %v", args, p.errField("message"))
 			}
+			// A name that is no remote is a usage error, not a transient one.
+			for _, args := range [][]string{{"--remote", "nope", "claim", "w/c000"}, {"sync", "nope"}} {
+				c.refused(2, "USAGE", dir, "A", nil, args...)
+			}
 			if after := testrepo.Git(t, dir, "rev-parse", "refs/tally/ledger"); after != before {
 				t.Fatalf("local ledger moved from %s to %s", before, after)
 			}
