@@ -204,7 +204,7 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err := sig.checkSigner(l.Signer); err != nil {
 		return nil, err
 	}
-	applied, err := Step(snap.Tree, raw)
+	applied, err := step(snap.Tree, raw, snap.Meta)
 	if err != nil {
 		return nil, err
 	}

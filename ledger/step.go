@@ -32,8 +32,19 @@ type Applied struct {
 func Step(t *gitstore.Tree, raw []byte) (*Applied, error) { return step(t, raw, nil) }
 
 // step is Step with the chain metadata before the entry already known (the
-// verifier carries it from entry to entry instead of decoding it each time).
+// writer and the verifier carry it from entry to entry instead of decoding it
+// each time).
 func step(t *gitstore.Tree, raw []byte, meta *chain.Meta) (*Applied, error) {
+	e, err := decodeEntry(raw)
+	if err != nil {
+		return nil, err
+	}
+	return apply(t, raw, e, chain.EntryHash(raw), meta)
+}
+
+// decodeEntry decodes entry bytes: NONCANONICAL for valid JSON in another
+// spelling, CORRUPT for anything else that is not an entry.
+func decodeEntry(raw []byte) (*chain.Entry, error) {
 	e, err := chain.Decode(raw)
 	if err != nil {
 		if errors.Is(err, chain.ErrNonCanonical) {
@@ -41,6 +52,11 @@ func step(t *gitstore.Tree, raw []byte, meta *chain.Meta) (*Applied, error) {
 		}
 		return nil, errs.Wrap("CORRUPT", err, "malformed entry")
 	}
+	return e, nil
+}
+
+// apply is step for an entry already decoded (e) and hashed (h) from raw.
+func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *chain.Meta) (*Applied, error) {
 	if meta == nil {
 		mb, ok, err := t.Get(chain.MetaKey)
 		if err != nil {
@@ -57,7 +73,6 @@ func step(t *gitstore.Tree, raw []byte, meta *chain.Meta) (*Applied, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := chain.EntryHash(raw)
 	next, err := meta.Advance(e, h)
 	if err != nil {
 		return nil, linkError(err)

@@ -283,9 +283,11 @@ func (v *verifier) check(w walked, f fetched) error {
 	if err != nil {
 		return v.fail("CORRUPT", "commit %s: %v", w.id, err)
 	}
-	if _, err := chain.Decode(raw); errors.Is(err, chain.ErrNonCanonical) {
+	e, err := decodeEntry(raw)
+	if errs.Code(err) == "NONCANONICAL" {
 		return v.fail("NONCANONICAL", "stored bytes are not canonical JSON")
 	}
+	decodeErr := err // reported after the hash check, as step would
 	sig := v.sigRules[c.Author.Name]
 	if sig == nil {
 		if sig, err = sigRuleAt(v.tree, c.Author.Name); err != nil {
@@ -293,11 +295,14 @@ func (v *verifier) check(w walked, f fetched) error {
 		}
 		v.sigRules[c.Author.Name] = sig
 	}
-	trailers := gitstore.Trailers(c.Message)
-	if trailers["Tally-Entry"] != chain.EntryHash(raw).String() {
-		return v.fail("HASH-MISMATCH", "entry hashes to %s, commit %s records %q", chain.EntryHash(raw), w.id, trailers["Tally-Entry"])
+	h := chain.EntryHash(raw)
+	if trailers := gitstore.Trailers(c.Message); trailers["Tally-Entry"] != h.String() {
+		return v.fail("HASH-MISMATCH", "entry hashes to %s, commit %s records %q", h, w.id, trailers["Tally-Entry"])
 	}
-	applied, err := step(v.tree, raw, v.meta)
+	var applied *Applied
+	if err = decodeErr; err == nil {
+		applied, err = apply(v.tree, raw, e, h, v.meta)
+	}
 	if err != nil {
 		e := errs.From(err)
 		switch e.Code {
