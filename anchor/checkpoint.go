@@ -207,15 +207,16 @@ type Signer struct {
 // key has its own name, which name, if not empty, must equal.
 func LoadSigner(key, name, origin string) (*Signer, error) {
 	skey := strings.TrimSpace(key)
+	var file []byte
 	if !strings.HasPrefix(skey, "PRIVATE+KEY+") {
-		b, err := os.ReadFile(key)
-		if err != nil {
+		var err error
+		if file, err = os.ReadFile(key); err != nil {
 			return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
 		}
-		skey = strings.TrimSpace(string(b))
+		skey = strings.TrimSpace(string(file))
 	}
 	if !strings.HasPrefix(skey, "PRIVATE+KEY+") {
-		priv, err := identity.LoadEd25519(key)
+		priv, err := identity.ParseEd25519(file, key)
 		if err != nil {
 			return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -194,11 +195,7 @@ func (c *Checker) checkCode(state *ledger.Snapshot, u Update) ([]Finding, error)
 	if err != nil {
 		return nil, err
 	}
-	protected := false
-	for _, ref := range p.Protected {
-		protected = protected || ref == u.Ref
-	}
-	needReceipts := p.Receipts != lease.Off && protected
+	needReceipts := p.Receipts != lease.Off && slices.Contains(p.Protected, u.Ref)
 	if !needReceipts && p.PathLeases == lease.Off {
 		return nil, nil
 	}

@@ -16,6 +16,12 @@ func LoadEd25519(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseEd25519(b, path)
+}
+
+// ParseEd25519 is LoadEd25519 for a key file already read (path names it in
+// errors).
+func ParseEd25519(b []byte, path string) (ed25519.PrivateKey, error) {
 	raw, err := ssh.ParseRawPrivateKey(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -30,13 +36,21 @@ func LoadEd25519(path string) (ed25519.PrivateKey, error) {
 // ParseEd25519Public parses an SSH public key line ("ssh-ed25519 AAAA...
 // [comment]") and returns the raw ed25519 key.
 func ParseEd25519Public(line string) (ed25519.PublicKey, error) {
+	pub, err := parseEd25519Line(line)
+	if err != nil {
+		return nil, err
+	}
+	return pub.(ssh.CryptoPublicKey).CryptoPublicKey().(ed25519.PublicKey), nil
+}
+
+// parseEd25519Line parses an authorized_keys line holding an ed25519 key.
+func parseEd25519Line(line string) (ssh.PublicKey, error) {
 	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
 	if err != nil {
 		return nil, fmt.Errorf("not an SSH public key: %v", err)
 	}
-	ck, ok := pub.(ssh.CryptoPublicKey)
-	if !ok || pub.Type() != ssh.KeyAlgoED25519 {
+	if _, ok := pub.(ssh.CryptoPublicKey); !ok || pub.Type() != ssh.KeyAlgoED25519 {
 		return nil, fmt.Errorf("key type %s: only ssh-ed25519 is accepted", pub.Type())
 	}
-	return ck.CryptoPublicKey().(ed25519.PublicKey), nil
+	return pub, nil
 }

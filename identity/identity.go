@@ -27,12 +27,9 @@ var ErrBadSignature = errors.New("bad signature")
 // and returns it as "ssh-ed25519 <base64>", without the comment, and its
 // SHA256 fingerprint. Only ed25519 keys are accepted.
 func NormalizeKey(line string) (key, fingerprint string, err error) {
-	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	pub, err := parseEd25519Line(line)
 	if err != nil {
-		return "", "", fmt.Errorf("not an SSH public key: %v", err)
-	}
-	if pub.Type() != ssh.KeyAlgoED25519 {
-		return "", "", fmt.Errorf("key type %s: only ssh-ed25519 is accepted", pub.Type())
+		return "", "", err
 	}
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), ssh.FingerprintSHA256(pub), nil
 }

@@ -1,11 +1,8 @@
 package lease
 
 import (
-	"encoding/hex"
 	"fmt"
 	"sort"
-
-	"github.com/zeebo/blake3"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -51,11 +48,7 @@ const anchorLatestKey = "anchors/latest"
 
 // anchorRefKey is "anchors/refs/<xx>/<h>", h the BLAKE3-256 of the ref name
 // in hex and xx its first two digits.
-func anchorRefKey(ref string) string {
-	sum := blake3.Sum256([]byte(ref))
-	h := hex.EncodeToString(sum[:])
-	return "anchors/refs/" + h[:2] + "/" + h
-}
+func anchorRefKey(ref string) string { return shardKey("anchors/refs", ref) }
 
 // ReadAnchor returns the last anchor, or nil if there is none.
 func ReadAnchor(kv chain.KV) (*Anchor, error) {

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -131,13 +132,7 @@ func (r *rule) body(v any) error {
 func (r *rule) ts(d time.Duration) string { return chain.FormatTime(r.now.Add(d)) }
 
 // after reports whether the entry time is strictly after the stored instant.
-func (r *rule) after(stamp string) (bool, error) {
-	t, err := chain.ParseTime(stamp)
-	if err != nil {
-		return false, errs.Wrap("CORRUPT", err, "stored timestamp")
-	}
-	return r.now.After(t), nil
-}
+func (r *rule) after(stamp string) (bool, error) { return expiredAt(stamp, r.now) }
 
 // NoteBody is the body of a "note" entry: free text for annotations and audits.
 type NoteBody struct {
@@ -269,7 +264,7 @@ func (r *rule) claim() (string, any, error) {
 			return "", nil, err
 		}
 		if len(blocked) > 0 {
-			return "", nil, errs.New("CELL-STATE", "cell %s/%s blocked by unfinished deps: %s", b.Wave, b.Cell, join(blocked)).
+			return "", nil, errs.New("CELL-STATE", "cell %s/%s blocked by unfinished deps: %s", b.Wave, b.Cell, strings.Join(blocked, ", ")).
 				With("state", c.State).With("blocked_by", blocked)
 		}
 	case Claimed:
@@ -344,17 +339,6 @@ func deadHolder(b ClaimBody, l *Lease) bool {
 	d := b.Dead
 	return d != nil && !d.Alive && b.Host == l.Host && d.Host == l.Host && d.PID == l.PID &&
 		d.Actor == l.Actor && d.Epoch == l.Epoch
-}
-
-func join(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out
 }
 
 // EpochBody is the body of renew, release, fail and done: the lease the actor

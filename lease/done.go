@@ -77,14 +77,7 @@ func OutOfScope(patterns, changed []string) []string {
 	}
 	var out []string
 	for _, p := range changed {
-		ok := false
-		for _, pat := range patterns {
-			if pathspec.Match(pat, p) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
+		if !pathspec.MatchAny(patterns, p) {
 			out = append(out, p)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sort"
+	"strings"
 
 	"github.com/zeebo/blake3"
 
@@ -307,10 +308,8 @@ func (t *txn) setCellState(c *Cell, state string, ready bool) error {
 
 // splitDep resolves a dependency reference relative to the wave that declares it.
 func splitDep(wave, dep string) (string, string) {
-	for i := 0; i < len(dep); i++ {
-		if dep[i] == '/' {
-			return dep[:i], dep[i+1:]
-		}
+	if w, c, ok := strings.Cut(dep, "/"); ok {
+		return w, c
 	}
 	return wave, dep
 }

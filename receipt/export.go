@@ -4,7 +4,6 @@ import (
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
-	"github.com/tally-dev/tally/ledger"
 )
 
 // In-toto Statement v1 (https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md).
@@ -52,16 +51,6 @@ type LedgerRef struct {
 	Size           uint64       `json:"size"`
 	Root           chain.Hash   `json:"root"`
 	InclusionProof []chain.Hash `json:"inclusion_proof"`
-}
-
-// Export verifies the receipts of the commit rev names (see Verify) and
-// returns the in-toto statement of one of them (see Attest).
-func Export(l *ledger.Ledger, rev, cell string) (*Statement, error) {
-	res, err := Verify(l, rev)
-	if err != nil {
-		return nil, err
-	}
-	return Attest(res, cell)
 }
 
 // Attest returns the in-toto statement of one verified receipt: the one of
