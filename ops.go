@@ -282,8 +282,12 @@ type DoneResult struct {
 // receipted commit at it. The receipt is the record; the note is a
 // convenience, so failing to write it is reported, not fatal.
 func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
+	prep, err := receipt.Prepare(c.L, req)
+	if err != nil {
+		return nil, err
+	}
 	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
-		body, err := receipt.Build(c.L, s, req)
+		body, err := prep.Body(s)
 		if err != nil {
 			return nil, err
 		}
@@ -293,7 +297,7 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 		return nil, err
 	}
 	ref := ap.Result.Effect.(*lease.ReceiptRef)
-	receipt.ClearEvidence(c.L.LocalDir, req.Wave, req.Cell, req.Epoch)
+	prep.Taken()
 	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef}
 	commit, _ := gitstore.ParseObjectID(ref.Commit)
 	ts, _ := chain.ParseTime(ap.Entry.TS)

@@ -19,10 +19,20 @@ type Request struct {
 	EvidenceFile string // extra evidence (a JSON array of lease.Evidence or one object)
 }
 
-// Build returns the receipt body for a done entry on snapshot s: the commit and
-// its tree, the base, the paths changed from base to commit, and the evidence
-// recorded for the lease. The rules then decide whether it is acceptable.
-func Build(l *ledger.Ledger, s *ledger.Snapshot, req Request) (*lease.DoneBody, error) {
+// Prepared is a receipt before the ledger state is known: what the request
+// names in the repository (commit, tree, an explicit base) and the evidence.
+// Reading those takes time and does not depend on the ledger, so it is done
+// once, before the writer lock, however often the append is rebuilt.
+type Prepared struct {
+	db      *gitstore.ObjectDB
+	body    lease.DoneBody    // without the default base and the changed paths
+	tree    gitstore.ObjectID // of the commit
+	changed map[string][]string
+	taken   []string // the pending evidence files in body
+}
+
+// Prepare reads the commit and evidence a done request names.
+func Prepare(l *ledger.Ledger, req Request) (*Prepared, error) {
 	repo := l.Repo
 	db, err := repo.Objects()
 	if err != nil {
@@ -40,37 +50,21 @@ func Build(l *ledger.Ledger, s *ledger.Snapshot, req Request) (*lease.DoneBody, 
 	if err != nil {
 		return nil, errs.Wrap("COMMIT-MISSING", err, "receipt commit %s", commit)
 	}
-	body := &lease.DoneBody{EpochBody: req.EpochBody, Commit: commit.String(), Tree: c.Tree.String(),
-		Changed: []string{}, Evidence: []lease.Evidence{}}
+	p := &Prepared{db: db, tree: c.Tree, changed: map[string][]string{}, body: lease.DoneBody{EpochBody: req.EpochBody,
+		Commit: commit.String(), Tree: c.Tree.String(), Evidence: []lease.Evidence{}}}
 	if req.Base != "" {
 		b, err := repo.ResolveCommit(req.Base)
 		if err != nil {
 			return nil, errs.Wrap("COMMIT-MISSING", err, "receipt base")
 		}
-		body.Base = b.String()
-	} else if cell, err := lease.ReadCell(s, req.Wave, req.Cell); err == nil && cell.Lease != nil {
-		body.Base = cell.Lease.Base
+		p.body.Base = b.String()
 	}
-	var baseTree gitstore.ObjectID
-	if body.Base != "" {
-		id, _ := gitstore.ParseObjectID(body.Base)
-		bc, err := db.ReadCommit(id)
-		if err != nil {
-			return nil, errs.Wrap("COMMIT-MISSING", err, "receipt base %s", body.Base)
-		}
-		baseTree = bc.Tree
-	}
-	if body.Changed, err = gitstore.DiffTrees(db, baseTree, c.Tree); err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "diff %s..%s", body.Base, commit)
-	}
-	if body.Changed == nil {
-		body.Changed = []string{}
-	}
-	pending, err := PendingEvidence(l.LocalDir, req.Wave, req.Cell, req.Epoch)
+	pending, taken, err := PendingEvidence(l.LocalDir, req.Wave, req.Cell, req.Epoch)
 	if err != nil {
 		return nil, err
 	}
-	body.Evidence = append(body.Evidence, pending...)
+	p.taken = taken
+	p.body.Evidence = append(p.body.Evidence, pending...)
 	if req.EvidenceFile != "" {
 		extra, err := readEvidenceFile(req.EvidenceFile)
 		if err != nil {
@@ -79,9 +73,47 @@ func Build(l *ledger.Ledger, s *ledger.Snapshot, req Request) (*lease.DoneBody, 
 		for i := range extra {
 			extra[i].Epoch = req.Epoch
 		}
-		body.Evidence = append(body.Evidence, extra...)
+		p.body.Evidence = append(p.body.Evidence, extra...)
 	}
-	return body, nil
+	return p, nil
+}
+
+// Taken removes the pending evidence the receipt holds, once it is appended.
+func (p *Prepared) Taken() { ClearEvidence(p.taken) }
+
+// Body returns the receipt body for a done entry on snapshot s: the base
+// defaults to the HEAD recorded when the lease was claimed, and the changed
+// paths are those from base to commit. The rules then decide whether it is
+// acceptable.
+func (p *Prepared) Body(s *ledger.Snapshot) (*lease.DoneBody, error) {
+	body := p.body
+	if body.Base == "" {
+		if cell, err := lease.ReadCell(s, body.Wave, body.Cell); err == nil && cell.Lease != nil {
+			body.Base = cell.Lease.Base
+		}
+	}
+	changed, ok := p.changed[body.Base]
+	if !ok {
+		var baseTree gitstore.ObjectID
+		if body.Base != "" {
+			id, _ := gitstore.ParseObjectID(body.Base)
+			bc, err := p.db.ReadCommit(id)
+			if err != nil {
+				return nil, errs.Wrap("COMMIT-MISSING", err, "receipt base %s", body.Base)
+			}
+			baseTree = bc.Tree
+		}
+		var err error
+		if changed, err = gitstore.DiffTrees(p.db, baseTree, p.tree); err != nil {
+			return nil, errs.Wrap("CORRUPT", err, "diff %s..%s", body.Base, body.Commit)
+		}
+		if changed == nil {
+			changed = []string{}
+		}
+		p.changed[body.Base] = changed
+	}
+	body.Changed = changed
+	return &body, nil
 }
 
 func readEvidenceFile(path string) ([]lease.Evidence, error) {

@@ -59,32 +59,39 @@ func SaveEvidence(localDir, wave, cell string, ev lease.Evidence) error {
 	return err
 }
 
-// PendingEvidence returns the stored evidence of a lease, oldest first.
-func PendingEvidence(localDir, wave, cell string, epoch int64) ([]lease.Evidence, error) {
+// PendingEvidence returns the stored evidence of a lease, oldest first, and
+// the files it was read from (for ClearEvidence).
+func PendingEvidence(localDir, wave, cell string, epoch int64) ([]lease.Evidence, []string, error) {
 	dir := evidenceDir(localDir, wave, cell, epoch)
 	names, err := filepath.Glob(filepath.Join(dir, "run-*.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []lease.Evidence
 	for _, n := range names {
 		b, err := os.ReadFile(n)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var ev lease.Evidence
 		if err := json.Unmarshal(b, &ev); err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "pending evidence %s (remove the file to drop that run)", n)
+			return nil, nil, errs.Wrap("CORRUPT", err, "pending evidence %s (remove the file to drop that run)", n)
 		}
 		out = append(out, ev)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt < out[j].StartedAt })
-	return out, nil
+	return out, names, nil
 }
 
-// ClearEvidence removes the stored evidence of a lease once a receipt holds it.
-func ClearEvidence(localDir, wave, cell string, epoch int64) error {
-	return os.RemoveAll(evidenceDir(localDir, wave, cell, epoch))
+// ClearEvidence removes the evidence files a receipt took (a run recorded
+// since stays pending), and the lease's directory once it is empty.
+func ClearEvidence(files []string) {
+	for _, f := range files {
+		os.Remove(f)
+	}
+	if len(files) > 0 {
+		os.Remove(filepath.Dir(files[0])) // fails, harmlessly, while not empty
+	}
 }
 
 // StreamDigest hashes and counts a stream as it passes through.
