@@ -9,7 +9,6 @@
 package chain
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -184,6 +183,3 @@ func Decode(b []byte) (*Entry, error) {
 
 // ErrNonCanonical reports entry bytes that are not in canonical form.
 var ErrNonCanonical = fmt.Errorf("entry bytes are not canonical JSON (RFC 8785)")
-
-// ShortHex is the first 12 hex digits of h, for human output.
-func ShortHex(h Hash) string { return hex.EncodeToString(h[:6]) }

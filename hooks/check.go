@@ -20,6 +20,7 @@ import (
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
 	"github.com/tally-dev/tally/pathspec"
+	"github.com/tally-dev/tally/receipt"
 )
 
 // Update is one ref update of a push.
@@ -122,13 +123,13 @@ func (c *Checker) Check(updates []Update) ([]Finding, error) {
 			ledgerTip = u.New
 		}
 	}
-	var state *ledger.Snapshot
+	var state *codeState
 	for _, u := range updates {
 		if u.Ref == c.L.Ref || strings.HasPrefix(u.Ref, c.L.Namespace+"/") || u.New.IsZero() || ledgerTip.IsZero() {
 			continue
 		}
 		if state == nil {
-			if state, err = c.L.SnapshotAt(ledgerTip); err != nil {
+			if state, err = c.codeStateAt(ledgerTip); err != nil {
 				return nil, err
 			}
 		}
@@ -165,17 +166,18 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	limit := c.Now.Add(time.Duration(p.SkewSeconds) * time.Second)
-	_, err = c.L.VerifyRangeEach(old, u.New, func(a *ledger.Applied) error {
-		if !c.Server {
+	var skew func(*ledger.Applied) error // nil on the client: verify may then check segments in parallel
+	if c.Server {
+		limit := c.Now.Add(time.Duration(p.SkewSeconds) * time.Second)
+		skew = func(a *ledger.Applied) error {
+			if ts, err := chain.ParseTime(a.Entry.TS); err == nil && ts.After(limit) {
+				return errs.New("POLICY", "entry %d is dated %s, more than %ds ahead of the server clock (%s)",
+					a.Entry.Seq, a.Entry.TS, p.SkewSeconds, chain.FormatTime(c.Now)).With("seq", a.Entry.Seq)
+			}
 			return nil
 		}
-		if ts, err := chain.ParseTime(a.Entry.TS); err == nil && ts.After(limit) {
-			return errs.New("POLICY", "entry %d is dated %s, more than %ds ahead of the server clock (%s)",
-				a.Entry.Seq, a.Entry.TS, p.SkewSeconds, chain.FormatTime(c.Now)).With("seq", a.Entry.Seq)
-		}
-		return nil
-	})
+	}
+	_, err = c.L.VerifyRangeEach(old, u.New, skew)
 	if err != nil {
 		e := errs.From(err)
 		msg := e.Message
@@ -187,14 +189,38 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 	return nil, nil
 }
 
-// checkCode applies the push policies to a code ref: receipts on protected
-// branches, and paths under another actor's live lease. Merge commits are
-// exempt from both: their content is their parents'.
-func (c *Checker) checkCode(state *ledger.Snapshot, u Update) ([]Finding, error) {
-	p, err := lease.ReadPolicy(state)
+// codeState is what code refs are judged against, read once per push: the
+// ledger after it, its policy, and (if path leases are enforced) the live
+// path holds.
+type codeState struct {
+	snap   *ledger.Snapshot
+	policy *lease.Policy
+	holds  []lease.PathHold
+}
+
+func (c *Checker) codeStateAt(tip gitstore.ObjectID) (*codeState, error) {
+	snap, err := c.L.SnapshotAt(tip)
 	if err != nil {
 		return nil, err
 	}
+	p, err := lease.ReadPolicy(snap)
+	if err != nil {
+		return nil, err
+	}
+	cs := &codeState{snap: snap, policy: p}
+	if p.PathLeases != lease.Off {
+		if cs.holds, err = lease.PathHolds(snap, c.Now); err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// checkCode applies the push policies to a code ref: receipts on protected
+// branches, and paths under another actor's live lease. Merge commits are
+// exempt from both: their content is their parents'.
+func (c *Checker) checkCode(cs *codeState, u Update) ([]Finding, error) {
+	p, state, holds := cs.policy, cs.snap, cs.holds
 	needReceipts := p.Receipts != lease.Off && slices.Contains(p.Protected, u.Ref)
 	if !needReceipts && p.PathLeases == lease.Off {
 		return nil, nil
@@ -206,12 +232,6 @@ func (c *Checker) checkCode(state *ledger.Snapshot, u Update) ([]Finding, error)
 	db, err := c.L.Repo.Objects()
 	if err != nil {
 		return nil, err
-	}
-	var holds []lease.PathHold
-	if p.PathLeases != lease.Off {
-		if holds, err = lease.PathHolds(state, c.Now); err != nil {
-			return nil, err
-		}
 	}
 	var out []Finding
 	add := func(mode, code, format string, args ...any) {
@@ -262,16 +282,11 @@ func (c *Checker) checkCode(state *ledger.Snapshot, u Update) ([]Finding, error)
 }
 
 func receipted(state *ledger.Snapshot, commit, tree gitstore.ObjectID) (bool, error) {
-	for _, key := range []string{lease.ReceiptKey(commit.String()), lease.TreeKey(tree.String())} {
-		ix, err := lease.ReadReceipts(state, key)
-		if err != nil {
-			return false, err
-		}
-		if len(ix.Receipts) > 0 {
-			return true, nil
-		}
+	_, _, err := receipt.Find(state, commit, tree)
+	if errs.Code(err) == "RECEIPT-MISSING" {
+		return false, nil
 	}
-	return false, nil
+	return err == nil, err
 }
 
 // newCommits lists the commits an update adds. On the server, those no

@@ -62,22 +62,30 @@ func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
 	if err != nil {
 		return tip, remoteError(err)
 	}
-	return tip, l.verifyRemoteTip(remote, tip)
+	_, err = l.verifyRemoteTip(remote, tip, false)
+	return tip, err
 }
 
-func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID) error {
+// verifyRemoteTip verifies a fetched remote tip from what this clone last
+// verified of it (from genesis with full) and records it. It returns the
+// report, nil when there was nothing new to check.
+func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool) (*Report, error) {
 	known := l.readRemoteRecord(remote)
 	if tip.IsZero() && !known.IsZero() {
-		return errs.New("ROLLBACK-DETECTED", "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
+		return nil, errs.New("ROLLBACK-DETECTED", "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
 			With("verified", known.String())
 	}
+	if full {
+		known = gitstore.ObjectID{}
+	}
 	if tip.IsZero() || tip == known {
-		return nil
+		return nil, nil
 	}
-	if _, err := l.VerifyRange(known, tip); err != nil {
-		return err
+	rep, err := l.VerifyRange(known, tip)
+	if err != nil {
+		return nil, err
 	}
-	return l.writeRemoteRecord(remote, tip)
+	return rep, l.writeRemoteRecord(remote, tip)
 }
 
 // VerifyRemote fetches the remote's ledger and verifies it: what is new since
@@ -87,18 +95,14 @@ func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
 	if err != nil {
 		return nil, remoteError(err)
 	}
-	if tip.IsZero() {
+	if tip.IsZero() && l.readRemoteRecord(remote).IsZero() {
 		return nil, errs.New("NOT-INITIALIZED", "remote %s has no ledger at %s", remote, l.Ref)
 	}
-	base := l.readRemoteRecord(remote)
-	if full {
-		base = gitstore.ObjectID{}
+	rep, err := l.verifyRemoteTip(remote, tip, full)
+	if rep == nil && err == nil { // nothing new since the record: the range is empty
+		rep, err = l.VerifyRange(tip, tip)
 	}
-	rep, err := l.VerifyRange(base, tip)
-	if err != nil {
-		return nil, err
-	}
-	return rep, l.writeRemoteRecord(remote, tip)
+	return rep, err
 }
 
 // remoteError maps transport errors to tally's codes.

@@ -52,7 +52,7 @@ func Show(l *ledger.Ledger, s *ledger.Snapshot, rev string) (*ShowResult, error)
 			return nil, err
 		}
 	}
-	match, refs, err := find(s, commit, tree)
+	match, refs, err := Find(s, commit, tree)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +93,10 @@ func treeOf(l *ledger.Ledger, commit string) (gitstore.ObjectID, error) {
 	return c.Tree, nil
 }
 
-// find returns the receipts the state indexes under the commit, else under its
-// tree: one state read each, never a scan of the chain.
-func find(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (string, []lease.ReceiptRef, error) {
+// Find returns the receipts the state indexes under the commit, else under
+// its tree (the match says which): one state read each, never a scan of the
+// chain. None is RECEIPT-MISSING.
+func Find(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (string, []lease.ReceiptRef, error) {
 	ix, err := lease.ReadReceipts(s, lease.ReceiptKey(commit.String()))
 	if err != nil || len(ix.Receipts) > 0 {
 		return MatchCommit, ix.Receipts, err
@@ -214,7 +215,7 @@ func Check(l *ledger.Ledger, rep *ledger.Report, rev string) (*VerifyResult, err
 		return nil, errs.New("RECEIPT-INVALID", "ledger commit %s does not hold the verified head (size %d, root %s)",
 			rep.Commit, rep.Entries, rep.Root)
 	}
-	match, refs, err := find(s, commit, tree)
+	match, refs, err := Find(s, commit, tree)
 	if err != nil {
 		return nil, err
 	}
