@@ -247,9 +247,6 @@ func (r *rule) claim() (string, any, error) {
 	default:
 		return "", nil, errs.New("USAGE", "unknown claim mode %q", b.Mode)
 	}
-	if _, err := r.t.wave(b.Wave); err != nil {
-		return "", nil, err
-	}
 	c, err := r.t.cell(b.Wave, b.Cell)
 	if err != nil {
 		return "", nil, err
@@ -362,9 +359,6 @@ type RenewBody struct {
 // actor and then the exact epoch are checked.
 func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
 	if err := checkIDs(b.Wave, b.Cell); err != nil {
-		return nil, err
-	}
-	if _, err := r.t.wave(b.Wave); err != nil {
 		return nil, err
 	}
 	c, err := r.t.cell(b.Wave, b.Cell)
@@ -484,9 +478,6 @@ func (r *rule) requeue() (string, error) {
 		return "", err
 	}
 	if err := checkIDs(b.Wave, b.Cell); err != nil {
-		return "", err
-	}
-	if _, err := r.t.wave(b.Wave); err != nil {
 		return "", err
 	}
 	c, err := r.t.cell(b.Wave, b.Cell)

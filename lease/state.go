@@ -173,6 +173,11 @@ func (t *txn) cell(w, c string) (*Cell, error) {
 		return nil, err
 	}
 	if !ok {
+		// Only now is the wave read (its summary grows with the wave): a
+		// cell of a missing wave is WAVE-MISSING.
+		if _, err := t.wave(w); err != nil {
+			return nil, err
+		}
 		return nil, errs.New("CELL-MISSING", "cell not found: %s/%s", w, c).With("wave", w).With("cell", c)
 	}
 	return &cl, nil
@@ -183,13 +188,7 @@ func ReadWave(kv chain.KV, w string) (*Wave, error) { return newTxn(kv).wave(w) 
 
 // ReadCell returns a cell's state (WAVE-MISSING if the wave does not exist,
 // as the rules say).
-func ReadCell(kv chain.KV, w, c string) (*Cell, error) {
-	t := newTxn(kv)
-	if _, err := t.wave(w); err != nil {
-		return nil, err
-	}
-	return t.cell(w, c)
-}
+func ReadCell(kv chain.KV, w, c string) (*Cell, error) { return newTxn(kv).cell(w, c) }
 
 // ReadPlan returns the list of waves.
 func ReadPlan(kv chain.KV) (*Plan, error) {
