@@ -305,7 +305,7 @@ func (r *rule) claim() (string, any, error) {
 		}
 		for _, p := range c.Paths {
 			for _, cf := range s.conflicts(r.e.Actor, p) {
-				if cf.hold.Source != "cell "+b.Wave+"/"+b.Cell {
+				if cf.hold.cell != b.CellRef { // the cell's own paths, under its old lease, do not count
 					return "", nil, heldErr(cf)
 				}
 			}

@@ -292,7 +292,7 @@ func cellHolds(t *txn, now time.Time) ([]PathHold, error) {
 			}
 			for _, pat := range c.Paths {
 				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
-					ExpiresAt: c.Lease.ExpiresAt, Source: "cell " + w + "/" + id})
+					ExpiresAt: c.Lease.ExpiresAt, Source: "cell " + w + "/" + id, cell: CellRef{Wave: w, Cell: id}})
 			}
 		}
 	}

@@ -170,11 +170,12 @@ func Cells(kv chain.KV, wave string) ([]*Cell, error) {
 // PathHold is a live lease on repository paths: a path lock, or the declared
 // paths of a claimed cell, which count as held by the cell's holder.
 type PathHold struct {
-	Pattern   string `json:"pattern"`
-	Actor     string `json:"actor"`
-	Epoch     int64  `json:"epoch"`
-	ExpiresAt string `json:"expires_at"`
-	Source    string `json:"source"` // "cell W/C" or "lock"
+	Pattern   string  `json:"pattern"`
+	Actor     string  `json:"actor"`
+	Epoch     int64   `json:"epoch"`
+	ExpiresAt string  `json:"expires_at"`
+	Source    string  `json:"source"` // "cell W/C" or "lock"
+	cell      CellRef // the claimed cell whose paths these are; zero for a lock
 }
 
 // PathHolds returns the live path holds at time now: the path locks of
