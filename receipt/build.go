@@ -24,7 +24,7 @@ type Request struct {
 // Reading those takes time and does not depend on the ledger, so it is done
 // once, before the writer lock, however often the append is rebuilt.
 type Prepared struct {
-	db      *gitstore.ObjectDB
+	l       *ledger.Ledger
 	body    lease.DoneBody    // without the default base and the changed paths
 	tree    gitstore.ObjectID // of the commit
 	changed map[string][]string
@@ -33,27 +33,18 @@ type Prepared struct {
 
 // Prepare reads the commit and evidence a done request names.
 func Prepare(l *ledger.Ledger, req Request) (*Prepared, error) {
-	repo := l.Repo
-	db, err := repo.Objects()
-	if err != nil {
-		return nil, err
-	}
 	rev := req.Commit
 	if rev == "" {
 		rev = "HEAD"
 	}
-	commit, err := repo.ResolveCommit(rev)
+	commit, tree, err := resolve(l, rev)
 	if err != nil {
-		return nil, errs.Wrap("COMMIT-MISSING", err, "receipt commit")
+		return nil, err
 	}
-	c, err := db.ReadCommit(commit)
-	if err != nil {
-		return nil, errs.Wrap("COMMIT-MISSING", err, "receipt commit %s", commit)
-	}
-	p := &Prepared{db: db, tree: c.Tree, changed: map[string][]string{}, body: lease.DoneBody{EpochBody: req.EpochBody,
-		Commit: commit.String(), Tree: c.Tree.String(), Evidence: []lease.Evidence{}}}
+	p := &Prepared{l: l, tree: tree, changed: map[string][]string{}, body: lease.DoneBody{EpochBody: req.EpochBody,
+		Commit: commit.String(), Tree: tree.String(), Evidence: []lease.Evidence{}}}
 	if req.Base != "" {
-		b, err := repo.ResolveCommit(req.Base)
+		b, err := l.Repo.ResolveCommit(req.Base)
 		if err != nil {
 			return nil, errs.Wrap("COMMIT-MISSING", err, "receipt base")
 		}
@@ -94,21 +85,9 @@ func (p *Prepared) Body(s *ledger.Snapshot) (*lease.DoneBody, error) {
 	}
 	changed, ok := p.changed[body.Base]
 	if !ok {
-		var baseTree gitstore.ObjectID
-		if body.Base != "" {
-			id, _ := gitstore.ParseObjectID(body.Base)
-			bc, err := p.db.ReadCommit(id)
-			if err != nil {
-				return nil, errs.Wrap("COMMIT-MISSING", err, "receipt base %s", body.Base)
-			}
-			baseTree = bc.Tree
-		}
 		var err error
-		if changed, err = gitstore.DiffTrees(p.db, baseTree, p.tree); err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "diff %s..%s", body.Base, body.Commit)
-		}
-		if changed == nil {
-			changed = []string{}
+		if changed, err = changedPaths(p.l, body.Base, p.tree); err != nil {
+			return nil, err
 		}
 		p.changed[body.Base] = changed
 	}

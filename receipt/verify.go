@@ -76,6 +76,30 @@ func resolve(l *ledger.Ledger, rev string) (commit, tree gitstore.ObjectID, err 
 	return commit, tree, err
 }
 
+// changedPaths lists the paths that differ from the commit base ("": none,
+// everything is new) to tree, in git's order; never nil.
+func changedPaths(l *ledger.Ledger, base string, tree gitstore.ObjectID) ([]string, error) {
+	var baseTree gitstore.ObjectID
+	if base != "" {
+		var err error
+		if baseTree, err = treeOf(l, base); err != nil {
+			return nil, err
+		}
+	}
+	db, err := l.Repo.Objects()
+	if err != nil {
+		return nil, err
+	}
+	changed, err := gitstore.DiffTrees(db, baseTree, tree)
+	if err != nil {
+		return nil, errs.Wrap("COMMIT-MISSING", err, "diff %s..%s", base, tree)
+	}
+	if changed == nil {
+		changed = []string{}
+	}
+	return changed, nil
+}
+
 // treeOf reads a commit's tree; a commit absent from the repository is COMMIT-MISSING.
 func treeOf(l *ledger.Ledger, commit string) (gitstore.ObjectID, error) {
 	id, err := gitstore.ParseObjectID(commit)
@@ -276,19 +300,9 @@ func checkOne(l *ledger.Ledger, s *ledger.Snapshot, nodes chain.NodeReader, ref 
 	}
 	c.Checks.CellState = true
 
-	var baseTree gitstore.ObjectID
-	if b.Base != "" {
-		if baseTree, err = treeOf(l, b.Base); err != nil {
-			return nil, err
-		}
-	}
-	db, err := l.Repo.Objects()
+	changed, err := changedPaths(l, b.Base, commitTree)
 	if err != nil {
 		return nil, err
-	}
-	changed, err := gitstore.DiffTrees(db, baseTree, commitTree)
-	if err != nil {
-		return nil, errs.Wrap("COMMIT-MISSING", err, "diff %s..%s", b.Base, b.Commit)
 	}
 	if !slices.Equal(changed, b.Changed) {
 		return nil, invalid(seq, "changed", "entry %d records changed paths %v, but %s..%s changes %v", seq, b.Changed, b.Base, b.Commit, changed)
