@@ -44,8 +44,16 @@ func (w *PackWriter) Len() int { return len(w.ids) }
 // Add adds an object and returns its ID. Adding an object twice has no effect.
 func (w *PackWriter) Add(t ObjectType, data []byte) ObjectID {
 	id := HashObject(t, data)
+	w.add(id, t, data)
+	return id
+}
+
+// add is Add for an object whose id the caller already computed (Tree.Set
+// hashes every blob it stores; hashing it again is the cost of an append
+// batch that revisits a directory).
+func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 	if w.seen[id] {
-		return id
+		return
 	}
 	w.seen[id] = true
 	// header: type in bits 4-6 of the first byte, size as little-endian base-128
@@ -64,7 +72,6 @@ func (w *PackWriter) Add(t ObjectType, data []byte) ObjectID {
 	packZlibWriters.Put(zw)
 	w.entries = append(w.entries, buf.Bytes())
 	w.ids = append(w.ids, id)
-	return id
 }
 
 // WriteTo writes the objects to objectDir/pack as pack-<hex>.pack and

@@ -272,7 +272,7 @@ func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
 			if e.sub != nil {
 				e.id = hash(e.sub)
 			} else if e.data != nil && pw != nil {
-				pw.Add(BlobObject, e.data)
+				pw.add(e.id, BlobObject, e.data) // e.id: Set hashed it
 			}
 		}
 		buf.Reset()
