@@ -38,11 +38,16 @@ func (r *Repo) refPath(name string) string {
 
 // ValidRefName reports whether name is a full ref name tally accepts.
 func ValidRefName(name string) bool {
-	if !strings.HasPrefix(name, "refs/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") {
+	if !strings.HasPrefix(name, "refs/") {
 		return false
 	}
 	for _, part := range strings.Split(name, "/") {
-		if part == "" || part == "." || part == ".." || strings.HasPrefix(part, ".") {
+		if part == "" || strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return false
+		}
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 { // git refuses control characters; they would break packed-refs lines
 			return false
 		}
 	}
