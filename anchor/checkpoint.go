@@ -79,17 +79,32 @@ func ParseBody(body []byte) (Checkpoint, error) {
 	}
 	var c Checkpoint
 	c.Origin = lines[0]
-	size, err := strconv.ParseUint(lines[1], 10, 64)
-	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
+	size, ok := parseDecimal(lines[1])
+	if !ok {
 		return Checkpoint{}, invalid("checkpoint size %q is not a decimal number", lines[1])
 	}
 	c.Size = size
-	root, err := base64.StdEncoding.DecodeString(lines[2])
-	if err != nil || len(root) != len(c.Root) {
+	if c.Root, ok = parseHash64(lines[2]); !ok {
 		return Checkpoint{}, invalid("checkpoint root %q is not a base64 32-byte hash", lines[2])
 	}
-	c.Root = chain.Hash(root)
 	return c, nil
+}
+
+// parseDecimal parses a size as checkpoints and proofs spell it: decimal,
+// without sign or leading zeros.
+func parseDecimal(s string) (uint64, bool) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil && strconv.FormatUint(n, 10) == s
+}
+
+// parseHash64 parses a hash as checkpoints and proofs spell it: standard
+// base64 of its 32 bytes.
+func parseHash64(s string) (chain.Hash, bool) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != len(chain.Hash{}) {
+		return chain.Hash{}, false
+	}
+	return chain.Hash(b), true
 }
 
 // splitNote returns the body of a note (all of it when it has no signature

@@ -162,3 +162,17 @@ func TestSignedCheckpoint(t *testing.T) {
 		t.Errorf("OpenSSH key named by an origin that is no valid key name: %v", err)
 	}
 }
+
+// A Tally-Checkpoint trailer spells size and root exactly as a checkpoint
+// does: what ParseTrailer accepts, ParseBody accepts too.
+func TestTrailerSpelling(t *testing.T) {
+	root := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	if c, err := anchor.ParseTrailer("o 7 " + root); err != nil || c.Size != 7 || c.Origin != "o" {
+		t.Fatalf("ParseTrailer: %+v %v", c, err)
+	}
+	for _, bad := range []string{"o 007 " + root, "o +7 " + root, "o 7 " + root[:len(root)-4], "o 7"} {
+		if _, err := anchor.ParseTrailer(bad); err == nil {
+			t.Errorf("ParseTrailer(%q) accepted", bad)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package anchor
 import (
 	"encoding/base64"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/tally-dev/tally/chain"
@@ -237,20 +236,19 @@ func (r *proofReader) field(name string) string {
 
 func (r *proofReader) num(name string) uint64 {
 	v := r.field(name)
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || strconv.FormatUint(n, 10) != v {
+	n, ok := parseDecimal(v)
+	if !ok {
 		r.fail("%s %q is not a decimal number", name, v)
 	}
 	return n
 }
 
 func (r *proofReader) hash(v string) chain.Hash {
-	b, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(b) != len(chain.Hash{}) {
+	h, ok := parseHash64(v)
+	if !ok {
 		r.fail("%q is not a base64 32-byte hash", v)
-		return chain.Hash{}
 	}
-	return chain.Hash(b)
+	return h
 }
 
 // VerifyProof parses a proof's text and verifies it. It needs no

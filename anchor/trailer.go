@@ -3,10 +3,7 @@ package anchor
 import (
 	"encoding/base64"
 	"fmt"
-	"strconv"
 	"strings"
-
-	"github.com/tally-dev/tally/chain"
 )
 
 // TrailerKey is the git trailer that makes a code commit vouch for the
@@ -27,15 +24,13 @@ func ParseTrailer(v string) (Checkpoint, error) {
 	if len(f) != 3 {
 		return Checkpoint{}, invalid("trailer %q is not \"<origin> <size> <root>\"", v)
 	}
-	size, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
+	size, ok := parseDecimal(f[1])
+	if !ok {
 		return Checkpoint{}, invalid("trailer %q: bad size", v)
 	}
-	root, err := base64.StdEncoding.DecodeString(f[2])
-	if err != nil || len(root) != len(chain.Hash{}) {
+	root, ok := parseHash64(f[2])
+	if !ok {
 		return Checkpoint{}, invalid("trailer %q: bad root", v)
 	}
-	c := Checkpoint{Origin: f[0], Size: size}
-	copy(c.Root[:], root)
-	return c, nil
+	return Checkpoint{Origin: f[0], Size: size, Root: root}, nil
 }
