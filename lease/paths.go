@@ -264,36 +264,21 @@ func cellHolds(t *txn, now time.Time) ([]PathHold, error) {
 	}
 	var out []PathHold
 	for _, w := range p.Waves {
-		wv, err := t.wave(w)
-		if err != nil {
-			return nil, err
-		}
-		hb, err := decodeBitmap(wv.Held, wv.Size)
-		if err != nil {
-			return nil, err
-		}
-		for _, i := range hb.indexes() {
-			id, err := t.cellIDAt(w, i)
-			if err != nil {
-				return nil, err
-			}
-			c, err := t.cell(w, id)
-			if err != nil {
-				return nil, err
-			}
-			if c.Lease == nil || len(c.Paths) == 0 {
-				continue
+		err := t.heldCells(w, func(_ int, id string, c *Cell) (bool, error) {
+			if len(c.Paths) == 0 {
+				return false, nil
 			}
 			if exp, err := expiredAt(c.Lease.ExpiresAt, now); err != nil || exp {
-				if err != nil {
-					return nil, err
-				}
-				continue
+				return false, err
 			}
 			for _, pat := range c.Paths {
 				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
 					ExpiresAt: c.Lease.ExpiresAt, Source: "cell " + w + "/" + id, cell: CellRef{Wave: w, Cell: id}})
 			}
+			return false, nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -54,35 +54,46 @@ func (t *txn) pendingReady(wave string, limit int) ([]Candidate, error) {
 // expiredHeld lists the claimed cells of a wave whose lease expired at now;
 // it reads every claimed cell of the wave.
 func (t *txn) expiredHeld(wave string, now time.Time, limit int) ([]Candidate, error) {
+	var out []Candidate
+	err := t.heldCells(wave, func(i int, id string, c *Cell) (bool, error) {
+		exp, err := expiredAt(c.Lease.ExpiresAt, now)
+		if err != nil || !exp {
+			return false, err
+		}
+		out = append(out, Candidate{Wave: wave, Cell: id, Index: i, Expired: true})
+		return limit > 0 && len(out) == limit, nil
+	})
+	return out, err
+}
+
+// heldCells calls f for each claimed cell of a wave that has a lease, in plan
+// order, until f says stop or fails.
+func (t *txn) heldCells(wave string, f func(index int, id string, c *Cell) (stop bool, err error)) error {
 	wv, err := t.wave(wave)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	hb, err := decodeBitmap(wv.Held, wv.Size)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []Candidate
 	for _, i := range hb.indexes() {
 		id, err := t.cellIDAt(wave, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c, err := t.cell(wave, id)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if c.Lease == nil {
 			continue
 		}
-		if exp, err := chain.ParseTime(c.Lease.ExpiresAt); err == nil && now.After(exp) {
-			out = append(out, Candidate{Wave: wave, Cell: id, Index: i, Expired: true})
-			if limit > 0 && len(out) == limit {
-				break
-			}
+		if stop, err := f(i, id, c); stop || err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Next returns the first claimable cell in deterministic order, or nil if
