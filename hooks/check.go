@@ -85,7 +85,10 @@ func parseLines(r io.Reader, parse func([]string) (Update, bool)) ([]Update, err
 		}
 		out = append(out, u)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, errs.Wrap("USAGE", err, "reading the hook input")
+	}
+	return out, nil
 }
 
 // Checker checks the updates of one push against a ledger.
