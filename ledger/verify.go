@@ -65,6 +65,9 @@ func (l *Ledger) Verify(full bool) (*Report, error) {
 		return nil, err
 	}
 	rep.StaleRecord = stale
+	if tip == base {
+		return rep, nil // the record already says so
+	}
 	if err := l.writeRecord(l.recordPath(), tip); err != nil {
 		return nil, err
 	}
