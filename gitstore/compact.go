@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // Every append writes one small pack. Compaction keeps their number small
@@ -67,37 +66,18 @@ func NeedsCompaction(objectDir string, min int) bool {
 
 // compactCandidates lists the mergeable packs and the number of all packs.
 func compactCandidates(objectDir string) ([]compactPack, int, error) {
-	dir := filepath.Join(objectDir, "pack")
-	ents, err := os.ReadDir(dir)
+	ents, err := listPackDir(filepath.Join(objectDir, "pack"))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, nil
-		}
 		return nil, 0, err
 	}
-	names := map[string]bool{}
-	for _, e := range ents {
-		names[e.Name()] = true
-	}
 	var out []compactPack
-	all := 0
 	for _, e := range ents {
-		base, ok := strings.CutSuffix(e.Name(), ".pack")
-		if !ok || !names[base+".idx"] {
-			continue
+		if !e.git && e.size <= compactMaxPack {
+			out = append(out, compactPack{name: e.base, size: e.size, level: compactLevel(e.size)})
 		}
-		all++
-		if names[base+".keep"] || names[base+".promisor"] || names[base+".mtimes"] {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil || fi.Size() > compactMaxPack {
-			continue
-		}
-		out = append(out, compactPack{name: base, size: fi.Size(), level: compactLevel(fi.Size())})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].size < out[j].size })
-	return out, all, nil
+	return out, len(ents), nil
 }
 
 // compactPick returns the packs to merge: every pack up to the lowest level

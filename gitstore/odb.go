@@ -196,8 +196,17 @@ func (db *ObjectDB) releaseRetired() {
 	}
 }
 
-// packList lists the packs in packDir that have both an .idx and a .pack.
-func packList(packDir string) ([]*packFile, error) {
+// packDirEntry is a pack of a pack directory that has both its .pack and
+// its .idx.
+type packDirEntry struct {
+	base  string // "pack-<hex>"
+	size  int64  // of the .pack
+	mtime time.Time
+	git   bool // a .keep, .promisor or .mtimes file beside it: git manages it
+}
+
+// listPackDir lists the packs in packDir, in name order.
+func listPackDir(packDir string) ([]packDirEntry, error) {
 	ents, err := os.ReadDir(packDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -208,17 +217,31 @@ func packList(packDir string) ([]*packFile, error) {
 	for _, e := range ents {
 		names[e.Name()] = true
 	}
-	var packs []*packFile
+	var out []packDirEntry
 	for _, e := range ents {
-		base, ok := strings.CutSuffix(e.Name(), ".idx")
-		if !ok || !names[base+".pack"] {
+		base, ok := strings.CutSuffix(e.Name(), ".pack")
+		if !ok || !names[base+".idx"] {
 			continue
 		}
-		fi, err := os.Stat(filepath.Join(packDir, base+".pack"))
+		fi, err := e.Info()
 		if err != nil {
 			continue // deleted since listed
 		}
-		packs = append(packs, &packFile{path: filepath.Join(packDir, base), mtime: fi.ModTime()})
+		out = append(out, packDirEntry{base: base, size: fi.Size(), mtime: fi.ModTime(),
+			git: names[base+".keep"] || names[base+".promisor"] || names[base+".mtimes"]})
+	}
+	return out, nil
+}
+
+// packList lists the packs in packDir that have both an .idx and a .pack.
+func packList(packDir string) ([]*packFile, error) {
+	ents, err := listPackDir(packDir)
+	if err != nil {
+		return nil, err
+	}
+	packs := make([]*packFile, len(ents))
+	for i, e := range ents {
+		packs[i] = &packFile{path: filepath.Join(packDir, e.base), mtime: e.mtime}
 	}
 	return packs, nil
 }
