@@ -404,7 +404,7 @@ func (db *ObjectDB) Has(id ObjectID) bool {
 func (db *ObjectDB) Read(id ObjectID) (ObjectType, []byte, error) {
 	db.readers.RLock()
 	defer db.endRead()
-	return db.read(id, 0, false)
+	return db.read(id, 0)
 }
 
 func (db *ObjectDB) endRead() {
@@ -412,25 +412,13 @@ func (db *ObjectDB) endRead() {
 	db.releaseRetired()
 }
 
-// ReadType returns the type of object id, inflating no more than headers.
-func (db *ObjectDB) ReadType(id ObjectID) (ObjectType, error) {
-	db.readers.RLock()
-	defer db.endRead()
-	t, _, err := db.read(id, 0, true)
-	return t, err
-}
-
-// read reads id, which is needed as a delta base at the given depth. With
-// typeOnly it returns no data.
-func (db *ObjectDB) read(id ObjectID, depth int, typeOnly bool) (ObjectType, []byte, error) {
+// read reads id, which is needed as a delta base at the given depth.
+func (db *ObjectDB) read(id ObjectID, depth int) (ObjectType, []byte, error) {
 	loc, err := db.locate(id)
 	if err != nil {
 		return 0, nil, err
 	}
 	if loc.loose == nil {
-		if typeOnly {
-			return db.packType(loc, depth)
-		}
 		return db.packRead(loc, depth)
 	}
 	defer loc.loose.Close()
@@ -442,7 +430,7 @@ func (db *ObjectDB) read(id ObjectID, depth int, typeOnly bool) (ObjectType, []b
 	if _, err := io.ReadFull(loc.loose, buf); err != nil {
 		return 0, nil, err
 	}
-	t, data, err := looseDecode(buf, typeOnly)
+	t, data, err := looseDecode(buf)
 	if err != nil {
 		return 0, nil, fmt.Errorf("gitstore: loose object %s: %w", id, err)
 	}
@@ -450,7 +438,7 @@ func (db *ObjectDB) read(id ObjectID, depth int, typeOnly bool) (ObjectType, []b
 }
 
 // looseDecode decodes a loose object file, zlib("<type> <size>\x00" + data).
-func looseDecode(buf []byte, headerOnly bool) (ObjectType, []byte, error) {
+func looseDecode(buf []byte) (ObjectType, []byte, error) {
 	zr, err := packZlibReader(buf)
 	if err != nil {
 		return 0, nil, err
@@ -471,9 +459,6 @@ func looseDecode(buf []byte, headerOnly bool) (ObjectType, []byte, error) {
 	sz, err := strconv.ParseUint(string(size), 10, 63)
 	if t == 0 || err != nil {
 		return 0, nil, fmt.Errorf("malformed header %q", hdr[:n-1])
-	}
-	if headerOnly {
-		return t, nil, nil
 	}
 	data, err := odbInflateRest(zr, sz, len(buf))
 	return t, data, err
@@ -762,7 +747,7 @@ func (db *ObjectDB) packRead(loc odbLoc, depth int) (ObjectType, []byte, error) 
 			chain = append(chain, link{off, body})
 			if boff, ok, err := loc.m.idx.find(e.baseID); err == nil && ok {
 				off = boff
-			} else if t, data, err = db.read(e.baseID, depth+len(chain), false); err != nil {
+			} else if t, data, err = db.read(e.baseID, depth+len(chain)); err != nil {
 				return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: delta base: %v", loc.p.path, off, err)
 			}
 		default:
@@ -782,35 +767,6 @@ func (db *ObjectDB) packRead(loc odbLoc, depth int) (ObjectType, []byte, error) 
 		}
 	}
 	return t, data, nil
-}
-
-// packType returns the type of the object at loc by following its delta chain
-// through entry headers only.
-func (db *ObjectDB) packType(loc odbLoc, depth int) (ObjectType, []byte, error) {
-	for off := loc.off; ; depth++ {
-		if depth > packMaxDeltaDepth {
-			return 0, nil, fmt.Errorf("gitstore: %s.pack: delta chain longer than %d", loc.p.path, packMaxDeltaDepth)
-		}
-		if t, _, ok := db.cache.get(loc.p, off); ok {
-			return t, nil, nil
-		}
-		e, err := loc.m.entry(off)
-		if err != nil {
-			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, off, err)
-		}
-		switch e.kind {
-		case packOfsDelta:
-			off = e.base
-		case packRefDelta:
-			if boff, ok, err := loc.m.idx.find(e.baseID); err == nil && ok {
-				off = boff
-			} else {
-				return db.read(e.baseID, depth+1, true)
-			}
-		default:
-			return ObjectType(e.kind), nil, nil
-		}
-	}
 }
 
 // packApplyDelta applies a git delta to base: the source and target sizes as

@@ -125,9 +125,6 @@ func odbCheckAll(t *testing.T, db *ObjectDB, objs []odbGitObject) {
 		if typ.String() != o.typ || !bytes.Equal(data, o.data) {
 			t.Fatalf("Read(%s) = %s, %d bytes; git says %s, %d bytes", o.id, typ, len(data), o.typ, len(o.data))
 		}
-		if typ, err := db.ReadType(o.id); err != nil || typ.String() != o.typ {
-			t.Fatalf("ReadType(%s) = %s, %v; git says %s", o.id, typ, err, o.typ)
-		}
 		if !db.Has(o.id) {
 			t.Fatalf("Has(%s) = false", o.id)
 		}
@@ -201,9 +198,6 @@ func TestReadLoose(t *testing.T) {
 	missing := HashObject(BlobObject, []byte("not stored"))
 	if _, _, err := db.Read(missing); !errors.Is(err, ErrObjectNotFound) {
 		t.Errorf("Read(missing) error = %v, want ErrObjectNotFound", err)
-	}
-	if _, err := db.ReadType(missing); !errors.Is(err, ErrObjectNotFound) {
-		t.Errorf("ReadType(missing) error = %v, want ErrObjectNotFound", err)
 	}
 	if db.Has(missing) {
 		t.Error("Has(missing) = true")
@@ -447,8 +441,8 @@ func TestRefDeltaOtherPack(t *testing.T) {
 	if _, _, err := db.Read(x); err == nil || !strings.Contains(err.Error(), "delta chain longer") {
 		t.Errorf("Read of a delta cycle: %v, want a depth error", err)
 	}
-	if _, err := db.ReadType(y); err == nil || !strings.Contains(err.Error(), "delta chain longer") {
-		t.Errorf("ReadType of a delta cycle: %v, want a depth error", err)
+	if _, _, err := db.Read(y); err == nil || !strings.Contains(err.Error(), "delta chain longer") {
+		t.Errorf("Read of the other object of a delta cycle: %v, want a depth error", err)
 	}
 }
 
@@ -623,7 +617,6 @@ func TestCorruptPack(t *testing.T) {
 				if _, _, err := db.Read(o.id); err != nil {
 					failed++
 				}
-				db.ReadType(o.id)
 			}
 			return failed
 		}
@@ -712,6 +705,5 @@ func FuzzPackRead(f *testing.F) {
 		db := &ObjectDB{}
 		loc := odbLoc{p: &packFile{}, m: m, off: 12 + uint64(off)}
 		db.packRead(loc, 0)
-		db.packType(loc, 0)
 	})
 }
