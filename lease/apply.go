@@ -47,6 +47,17 @@ type Result struct {
 	Effect any
 }
 
+// ChangesSigning reports whether the entry changed what decides signatures:
+// the policy (require-signatures) or an actor's registered keys.
+func (r *Result) ChangesSigning() bool {
+	for k := range r.Changes {
+		if k == policyKey || strings.HasPrefix(k, "keys/") {
+			return true
+		}
+	}
+	return false
+}
+
 // Keys returns the changed keys in sorted order, so callers apply them
 // deterministically.
 func (r *Result) Keys() []string {

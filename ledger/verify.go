@@ -334,7 +334,7 @@ func (v *verifier) check(w walked, f fetched) error {
 			return err
 		}
 	}
-	if applied.Entry.Kind == "policy" || applied.Entry.Kind == "keys" {
+	if applied.Result.ChangesSigning() {
 		clear(v.sigRules)
 	}
 	v.pos++
