@@ -211,9 +211,7 @@ func (c *Client) Anchor(o AnchorOptions) (*AnchorResult, error) {
 		return nil, err
 	}
 	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
-		m := s.Meta
-		return &ledger.Draft{Kind: "anchor", Body: lease.AnchorBody{Refs: refs,
-			Checkpoint: lease.AnchorCheckpoint{Origin: m.Origin, Size: m.Size, Root: m.Root}}}, nil
+		return &ledger.Draft{Kind: "anchor", Body: lease.AnchorBody{Refs: refs, Checkpoint: lease.CheckpointOf(s.Meta)}}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -29,6 +29,11 @@ type AnchorCheckpoint struct {
 	Root   chain.Hash `json:"root"`
 }
 
+// CheckpointOf is the checkpoint of the ledger that m describes.
+func CheckpointOf(m *chain.Meta) AnchorCheckpoint {
+	return AnchorCheckpoint{Origin: m.Origin, Size: m.Size, Root: m.Root}
+}
+
 // Anchor is the state of the last anchor (state key "anchors/latest").
 type Anchor struct {
 	Seq        uint64            `json:"seq"`
@@ -101,7 +106,7 @@ func (r *rule) anchor() (string, error) {
 	if err != nil {
 		return "", errs.Wrap("CORRUPT", err, "chain meta")
 	}
-	if want := (AnchorCheckpoint{m.Origin, m.Size, m.Root}); b.Checkpoint != want {
+	if want := CheckpointOf(m); b.Checkpoint != want {
 		return "", errs.New("CHECKPOINT-INVALID", "anchor records checkpoint (%q, %d, %s); the ledger before it is (%q, %d, %s)",
 			b.Checkpoint.Origin, b.Checkpoint.Size, b.Checkpoint.Root, want.Origin, want.Size, want.Root).
 			With("checkpoint_size", b.Checkpoint.Size).With("ledger_size", m.Size)
