@@ -42,13 +42,8 @@ func BenchmarkRemoteClaim(b *testing.B) {
 	for _, agents := range []int{1, 8, 16} {
 		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) {
 			c := newNetCluster(b, gitserver.GitDaemon)
-			seed := c.clone("seed")
-			c.ok(seed, "planner", nil, "--remote", "origin", "init")
-			c.ok(seed, "planner", nil, "--remote", "origin", "plan", netPlan(b, seed, "bench", b.N*agents, nil))
-			dirs := make([]string, agents)
-			for i := range dirs {
-				dirs[i] = c.clone(netAgent(i))
-			}
+			c.seeded("bench", b.N*agents)
+			dirs := c.agents(agents)
 			var walls []time.Duration
 			told := map[string]string{}
 			conflicts, unreachable := 0, 0

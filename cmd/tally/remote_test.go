@@ -89,6 +89,27 @@ func netWaitMaintenance(t testing.TB, dir string) {
 	})
 }
 
+// seeded clones the seed, initializes the server's ledger from it and plans
+// a wave of cells c000.. there (netPlan), all through the remote.
+func (c *netCluster) seeded(wave string, cells int) string {
+	c.t.Helper()
+	seed := c.clone("seed")
+	c.ok(seed, "planner", nil, "--remote", "origin", "init")
+	c.ok(seed, "planner", nil, "--remote", "origin", "plan", netPlan(c.t, seed, wave, cells, nil))
+	return seed
+}
+
+// agents clones one work tree per agent (agent-0, agent-1, ...). An agent's
+// git commit may start a background gc --auto once packs pile up.
+func (c *netCluster) agents(n int) []string {
+	c.t.Helper()
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = c.clone(netAgent(i))
+	}
+	return dirs
+}
+
 // netProc is the outcome of one tally process (run from any goroutine).
 type netProc struct {
 	Args   []string
@@ -316,13 +337,8 @@ func TestRemoteClaimRace(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			c := newNetCluster(t, kind)
-			seed := c.clone("seed")
-			c.ok(seed, "planner", nil, "--remote", "origin", "init")
-			c.ok(seed, "planner", nil, "--remote", "origin", "plan", netPlan(t, seed, "race", rounds, nil))
-			dirs := make([]string, agents)
-			for i := range dirs {
-				dirs[i] = c.clone(netAgent(i))
-			}
+			seed := c.seeded("race", rounds)
+			dirs := c.agents(agents)
 			winners := map[string]string{}
 			conflicts := 0
 			var walls []time.Duration
@@ -478,15 +494,8 @@ func TestRemoteDrain(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			c := newNetCluster(t, kind)
-			seed := c.clone("seed")
-			c.ok(seed, "planner", nil, "--remote", "origin", "init")
-			c.ok(seed, "planner", nil, "--remote", "origin", "plan", netPlan(t, seed, "drain", cells, nil))
-			dirs := make([]string, agents)
-			for i := range dirs {
-				// The agent's git commit starts a background gc --auto once
-				// packs pile up (past 50: only in the long version).
-				dirs[i] = c.clone(netAgent(i))
-			}
+			seed := c.seeded("drain", cells)
+			dirs := c.agents(agents)
 			logs := make([]netDrainAgent, agents)
 			var wg sync.WaitGroup
 			start := time.Now()
@@ -599,9 +608,7 @@ func TestRemoteForgedPushesRefused(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			c := newNetCluster(t, kind)
-			seed := c.clone("seed")
-			c.ok(seed, "planner", nil, "--remote", "origin", "init")
-			c.ok(seed, "planner", nil, "--remote", "origin", "plan", netPlan(t, seed, "w", 2, nil))
+			seed := c.seeded("w", 2)
 			c.ok(seed, "A", nil, "--remote", "origin", "claim", "w/c000", "--ttl", "3600")
 			tip := c.serverTip()
 			x := c.clone("forger")
@@ -783,9 +790,7 @@ func TestRemoteClientHooks(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			c := newNetCluster(t, kind)
-			seed := c.clone("seed")
-			c.ok(seed, "planner", nil, "--remote", "origin", "init")
-			c.ok(seed, "planner", nil, "--remote", "origin", "plan", netPlan(t, seed, "w", 2, nil))
+			seed := c.seeded("w", 2)
 			c.ok(seed, "A", nil, "--remote", "origin", "claim", "w/c000", "--ttl", "3600")
 			for _, hooksPath := range []string{"", ".githooks"} {
 				name := "default"
