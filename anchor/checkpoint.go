@@ -98,10 +98,12 @@ func parseDecimal(s string) (uint64, bool) {
 }
 
 // parseHash64 parses a hash as checkpoints and proofs spell it: standard
-// base64 of its 32 bytes.
+// base64 of its 32 bytes, in the one form the encoder writes. Decoding alone
+// is not enough: it skips CR and LF and ignores the unused low bits of the
+// last character, so several texts would name the same hash.
 func parseHash64(s string) (chain.Hash, bool) {
 	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(b) != len(chain.Hash{}) {
+	if err != nil || len(b) != len(chain.Hash{}) || base64.StdEncoding.EncodeToString(b) != s {
 		return chain.Hash{}, false
 	}
 	return chain.Hash(b), true

@@ -237,7 +237,8 @@ type bitmap []byte
 
 func decodeBitmap(s string, size int) (bitmap, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != (size+7)/8 {
+	// Re-encoding refuses the texts the decoder tolerates (CR, LF, unused low bits).
+	if err != nil || len(b) != (size+7)/8 || base64.RawURLEncoding.EncodeToString(b) != s {
 		return nil, errs.New("CORRUPT", "bad wave bitmap")
 	}
 	return b, nil
