@@ -310,8 +310,28 @@ func mergeNotes(a, b []byte) ([]byte, error) {
 			sigs, seen[s] = append(sigs, s), true
 		}
 	}
+	return joinNote(ba, sigs), nil
+}
+
+// joinNote is the inverse of splitNote: the body alone without signatures,
+// else the body, a blank line and one line per signature.
+func joinNote(body []byte, sigs []string) []byte {
 	if len(sigs) == 0 {
-		return ba, nil
+		return body
 	}
-	return []byte(string(ba) + "\n" + strings.Join(sigs, "\n") + "\n"), nil
+	return []byte(string(body) + "\n" + strings.Join(sigs, "\n") + "\n")
+}
+
+// wellFormedSignature reports whether line has the form of a signed note's
+// signature line: "— <key name> <base64(4-byte key hash ‖ signature)>", the
+// name without spaces or '+', the base64 canonical. It does not check the
+// signature: that needs the signer's key (Open).
+func wellFormedSignature(line string) bool {
+	rest, ok := strings.CutPrefix(line, "— ")
+	name, sig, ok2 := strings.Cut(rest, " ")
+	if !ok || !ok2 || name == "" || strings.ContainsAny(name, " +\t") {
+		return false
+	}
+	b, err := base64.StdEncoding.DecodeString(sig)
+	return err == nil && len(b) > 4 && base64.StdEncoding.EncodeToString(b) == sig
 }

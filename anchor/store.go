@@ -1,11 +1,14 @@
 package anchor
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/ledger"
@@ -90,4 +93,50 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 		return "", errs.Wrap("INTERNAL", err, "update %s", ref)
 	}
 	return ref, nil
+}
+
+// CheckStored judges a push of the stored checkpoint ref for size: text is
+// the blob the ref is to point at, prev the note it holds now (nil when the
+// push creates it), and kv and m the ledger as it will be after the push.
+// Stored checkpoints are append-only, so that no clone that saved one is
+// later told FORK-DETECTED by a rewritten copy:
+//
+//   - text must be a well-formed checkpoint note of that size (CHECKPOINT-
+//     INVALID), consistent with the ledger (Check: ROLLBACK-DETECTED for a
+//     size beyond it, FORK-DETECTED for another root);
+//   - a stored note may only gain signatures: same body, every signature
+//     line it had still there (POLICY).
+func CheckStored(kv chain.KV, m *chain.Meta, size uint64, prev, text []byte) error {
+	body, sigs := splitNote(text)
+	c, err := ParseBody(body)
+	if err != nil {
+		return err
+	}
+	if c.Size != size {
+		return invalid("the checkpoint stored for size %d is of size %d", size, c.Size)
+	}
+	if want := joinNote(body, sigs); !bytes.Equal(want, text) {
+		return invalid("checkpoint note is not the body, a blank line and signature lines")
+	}
+	for _, s := range sigs {
+		if !wellFormedSignature(s) {
+			return invalid("checkpoint signature line %q is not `— <name> <base64>`", s)
+		}
+	}
+	if _, err := Check(kv, m, c); err != nil {
+		return err
+	}
+	if prev == nil {
+		return nil
+	}
+	prevBody, prevSigs := splitNote(prev)
+	if !bytes.Equal(prevBody, body) {
+		return errs.New("POLICY", "stored checkpoints are append-only: the checkpoint of size %d may only gain signatures, not change its body", size)
+	}
+	for _, s := range prevSigs {
+		if !slices.Contains(sigs, s) {
+			return errs.New("POLICY", "stored checkpoints are append-only: the push drops the signature %q from the checkpoint of size %d", s, size)
+		}
+	}
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
-	"github.com/tally-dev/tally/pathspec"
 	"github.com/tally-dev/tally/receipt"
 )
 
@@ -104,8 +102,9 @@ type Checker struct {
 }
 
 // Check returns the findings for a push. The ledger update, if any, is
-// checked first; code refs are then judged against the ledger as it will be
-// after the push.
+// checked first; every other ref is then judged against the ledger as it
+// will be after the push: the namespace's other refs and the receipt notes
+// by checkNamespace and checkNotes, code refs by checkCode.
 func (c *Checker) Check(updates []Update) ([]Finding, error) {
 	var out []Finding
 	ledgerTip, err := c.L.Tip()
@@ -128,15 +127,24 @@ func (c *Checker) Check(updates []Update) ([]Finding, error) {
 	}
 	var state *codeState
 	for _, u := range updates {
-		if u.Ref == c.L.Ref || strings.HasPrefix(u.Ref, c.L.Namespace+"/") || u.New.IsZero() || ledgerTip.IsZero() {
+		var fs []Finding
+		switch {
+		case u.Ref == c.L.Ref:
 			continue
-		}
-		if state == nil {
-			if state, err = c.codeStateAt(ledgerTip); err != nil {
-				return nil, err
+		case strings.HasPrefix(u.Ref, c.L.Namespace+"/"):
+			fs, err = c.checkNamespace(ledgerTip, u)
+		case u.Ref == receipt.NotesRef:
+			fs, err = c.checkNotes(ledgerTip, u)
+		case u.New.IsZero() || ledgerTip.IsZero():
+			continue
+		default:
+			if state == nil {
+				if state, err = c.codeStateAt(ledgerTip); err != nil {
+					return nil, err
+				}
 			}
+			fs, err = c.checkCode(state, u)
 		}
-		fs, err := c.checkCode(state, u)
 		if err != nil {
 			return nil, err
 		}
@@ -192,132 +200,13 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 	return nil, nil
 }
 
-// codeState is what code refs are judged against, read once per push: the
-// ledger after it, its policy, and (if path leases are enforced) the live
-// path holds.
-type codeState struct {
-	snap   *ledger.Snapshot
-	policy *lease.Policy
-	holds  []lease.PathHold
-}
-
-func (c *Checker) codeStateAt(tip gitstore.ObjectID) (*codeState, error) {
-	snap, err := c.L.SnapshotAt(tip)
-	if err != nil {
-		return nil, err
-	}
-	p, err := lease.ReadPolicy(snap)
-	if err != nil {
-		return nil, err
-	}
-	cs := &codeState{snap: snap, policy: p}
-	if p.PathLeases != lease.Off {
-		if cs.holds, err = lease.PathHolds(snap, c.Now); err != nil {
-			return nil, err
-		}
-	}
-	return cs, nil
-}
-
-// checkCode applies the push policies to a code ref: receipts on protected
-// branches, and paths under another actor's live lease. Merge commits are
-// exempt from both: their content is their parents'.
-func (c *Checker) checkCode(cs *codeState, u Update) ([]Finding, error) {
-	p, state, holds := cs.policy, cs.snap, cs.holds
-	needReceipts := p.Receipts != lease.Off && slices.Contains(p.Protected, u.Ref)
-	if !needReceipts && p.PathLeases == lease.Off {
-		return nil, nil
-	}
-	commits, err := c.newCommits(u)
-	if err != nil {
-		return nil, err
-	}
-	db, err := c.L.Repo.Objects()
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
-	add := func(mode, code, format string, args ...any) {
-		out = append(out, Finding{Ref: u.Ref, Code: code, Message: fmt.Sprintf(format, args...), Warning: mode == lease.Warn})
-	}
-	for _, id := range commits {
-		cm, err := db.ReadCommit(id)
-		if err != nil {
-			return nil, err
-		}
-		if len(cm.Parents) > 1 {
-			continue
-		}
-		if needReceipts {
-			ok, err := receipted(state, id, cm.Tree)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				add(p.Receipts, "RECEIPT-MISSING", "commit %s has no receipt in the ledger (protected branch)", id)
-			}
-		}
-		if len(holds) == 0 {
-			continue
-		}
-		var parentTree gitstore.ObjectID
-		if len(cm.Parents) == 1 {
-			pc, err := db.ReadCommit(cm.Parents[0])
-			if err != nil {
-				return nil, err
-			}
-			parentTree = pc.Tree
-		}
-		changed, err := gitstore.DiffTrees(db, parentTree, cm.Tree)
-		if err != nil {
-			return nil, err
-		}
-		for _, path := range changed {
-			for _, h := range holds {
-				if h.Actor != cm.Author.Email && pathspec.Match(h.Pattern, path) {
-					add(p.PathLeases, "PATH-HELD", "commit %s by %s changes %s, leased to %s (%s, epoch %d) until %s",
-						id, cm.Author.Email, path, h.Actor, h.Source, h.Epoch, h.ExpiresAt)
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-func receipted(state *ledger.Snapshot, commit, tree gitstore.ObjectID) (bool, error) {
-	_, _, err := receipt.Find(state, commit, tree)
-	if errs.Code(err) == "RECEIPT-MISSING" {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// newCommits lists the commits an update adds. On the server, those no
-// existing ref reaches (in pre-receive the refs have not moved yet, so --all
-// is the old state); on the client, those the remote's refs do not reach.
-func (c *Checker) newCommits(u Update) ([]gitstore.ObjectID, error) {
-	args := []string{"rev-list", u.New.String(), "--not"}
-	if c.Server {
-		args = append(args, "--all")
-	} else {
-		args = append(args, "--remotes="+c.Remote)
-	}
-	if db, err := c.L.Repo.Objects(); err == nil && !u.Old.IsZero() && db.Has(u.Old) {
-		args = append(args, u.Old.String())
-	}
+// git runs git in the repository and returns its stdout.
+func (c *Checker) git(args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = c.L.Repo.GitDir
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, errs.Wrap("INTERNAL", err, "git rev-list")
+		return "", errs.Wrap("INTERNAL", err, "git %s", args[0])
 	}
-	var ids []gitstore.ObjectID
-	for _, line := range strings.Fields(string(out)) {
-		id, err := gitstore.ParseObjectID(line)
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
+	return string(out), nil
 }

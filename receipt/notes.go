@@ -3,10 +3,14 @@ package receipt
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
 )
 
 // NotesRef holds tally's git notes: for each receipted commit, one line per
@@ -122,4 +126,135 @@ func AddNote(repo *gitstore.Repo, lockPath string, commit gitstore.ObjectID, lin
 // NoteLine is the line a receipt adds to its commit's note.
 func NoteLine(origin string, seq uint64, entryHash, cell string, epoch int64) string {
 	return fmt.Sprintf("tally-receipt origin=%s seq=%d entry=%s cell=%s epoch=%d", origin, seq, entryHash, cell, epoch)
+}
+
+// CheckNotesPush judges a push that moves NotesRef from the notes commit old
+// (zero when the push creates it) to new, against s, the ledger as it will be
+// after the push. Notes are append-only pointers into the ledger, so that
+// `git log --notes=tally` shows only receipts the ledger holds:
+//
+//   - the new tree holds notes only: each path is a note path of a 40-hex
+//     object name (flat, or one or two levels of fan-out), one path per name;
+//   - a note that changes keeps its old text and only gains lines;
+//   - every line it gains is the NoteLine of a receipt in s of that commit,
+//     or of a commit with the same tree (what receipt verify accepts).
+//
+// A violation is RECEIPT-INVALID naming the commit and the line. The cost is
+// proportional to the notes the push changes. Whether new descends from old
+// is the caller's to check (it needs the commit graph).
+func CheckNotesPush(db *gitstore.ObjectDB, s *ledger.Snapshot, old, new gitstore.ObjectID) error {
+	treeOf := func(id gitstore.ObjectID) (gitstore.ObjectID, error) {
+		if id.IsZero() {
+			return id, nil
+		}
+		c, err := db.ReadCommit(id)
+		if err != nil {
+			return id, errs.Wrap("RECEIPT-INVALID", err, "%s must point at a notes commit", NotesRef)
+		}
+		return c.Tree, nil
+	}
+	oldTree, err := treeOf(old)
+	if err != nil {
+		return err
+	}
+	newTree, err := treeOf(new)
+	if err != nil {
+		return err
+	}
+	changed, err := gitstore.DiffTrees(db, oldTree, newTree)
+	if err != nil {
+		return errs.Wrap("RECEIPT-INVALID", err, "%s tree", NotesRef)
+	}
+	before, after := gitstore.NewTree(db, oldTree), gitstore.NewTree(db, newTree)
+	seen := map[string]bool{}
+	for _, path := range changed {
+		name := strings.ReplaceAll(path, "/", "")
+		id, err := gitstore.ParseObjectID(name)
+		if err != nil || !slices.Contains(notePaths(name), path) || id.String() != name {
+			return errs.New("RECEIPT-INVALID", "%s may hold only notes; %q is not a note path", NotesRef, path).With("note", path)
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if err := checkNoteChange(db, s, before, after, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNoteChange checks the note of one commit across a notes push.
+func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *gitstore.Tree, commit gitstore.ObjectID) error {
+	name := commit.String()
+	bad := func(format string, args ...any) *errs.Error {
+		return errs.New("RECEIPT-INVALID", format, args...).With("check", "note").With("commit", name)
+	}
+	copies := 0
+	for _, p := range notePaths(name) {
+		if _, ok, err := after.Get(p); err != nil {
+			return err
+		} else if ok {
+			copies++
+		}
+	}
+	if copies > 1 {
+		return bad("%s holds %d notes for %s: one note path per commit", NotesRef, copies, name)
+	}
+	_, oldText, err := findNote(before, name)
+	if err != nil {
+		return err
+	}
+	_, newText, err := findNote(after, name)
+	if err != nil {
+		return err
+	}
+	added, ok := strings.CutPrefix(newText, oldText)
+	if ok && added != "" && oldText != "" && !strings.HasSuffix(oldText, "\n") {
+		added, ok = strings.CutPrefix(added, "\n") // AddNote ends the last line first
+	}
+	if !ok {
+		return bad("%s notes are append-only: the push changes or removes what the note of %s said", NotesRef, name)
+	}
+	if added == "" {
+		return nil
+	}
+	c, err := db.ReadCommit(commit)
+	if err != nil {
+		return bad("a %s note on %s, which is not a commit here: %v", NotesRef, name, err)
+	}
+	valid, err := noteLinesOf(s, commit, c.Tree)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(added, "\n"), "\n") {
+		if !valid[line] {
+			return bad("the %s note line %q on %s names no receipt of that commit (or its tree) in the ledger", NotesRef, line, name).With("note", line)
+		}
+	}
+	return nil
+}
+
+// noteLinesOf returns the note lines of the receipts s holds for commit,
+// and for other commits of its tree (a rebase may copy their notes); none
+// without a ledger (s nil).
+func noteLinesOf(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (map[string]bool, error) {
+	lines := map[string]bool{}
+	if s == nil {
+		return lines, nil
+	}
+	for _, key := range []string{lease.ReceiptKey(commit.String()), lease.TreeKey(tree.String())} {
+		ix, err := lease.ReadReceipts(s, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, ref := range ix.Receipts {
+			r, err := readReceipt(s, ref.Seq)
+			if err != nil {
+				return nil, err
+			}
+			lines[NoteLine(s.Meta.Origin, r.Seq, r.Hash.String(), r.Wave+"/"+r.Cell, r.Epoch)] = true
+		}
+	}
+	return lines, nil
 }

@@ -20,7 +20,9 @@ object each REF points at (default: the branch HEAD is on; a short name is
 tried under refs/heads/ then refs/tags/) and the checkpoint of the ledger
 before the entry. It then stores the (signed) checkpoint of the ledger ending
 with the anchor under refs/tally/checkpoints/<size>; push it with
-git push origin 'refs/tally/*'.`,
+git push origin refs/tally/ledger '+refs/tally/checkpoints/*' (git needs
+the + to move a ref that points at a blob; the server hook lets a stored
+checkpoint only gain signatures).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client(true)

@@ -24,7 +24,8 @@ the C2SP tlog-checkpoint form (origin, size, base64 Merkle root, one per line),
 signed with each --sign key as a golang.org/x/mod/sumdb/note signed note, or
 bare when unsigned. Keep it: 'tally verify --checkpoint FILE' later proves the
 ledger still extends it (FORK-DETECTED, ROLLBACK-DETECTED otherwise). --save
-also stores it under refs/tally/checkpoints/<size>, pushed with refs/tally/*.
+also stores it under refs/tally/checkpoints/<size>, pushed with
+'+refs/tally/checkpoints/*'.
 With --json the note and the signers' note verifier keys are fields.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
