@@ -58,7 +58,6 @@ var classes = map[string]Class{
 	"RECEIPT-SCOPE":       Refused,
 	"RECEIPT-MISSING":     Refused,
 	"COMMIT-MISSING":      Refused,
-	"EVIDENCE-MISSING":    Refused,
 	"REMOTE-REJECTED":     Refused,
 	"KEY-UNKNOWN":         Refused,
 	"POLICY":              Refused,
@@ -67,7 +66,6 @@ var classes = map[string]Class{
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,
 	"CORRUPT":            Integrity,
-	"VERIFY-FAILED":      Integrity,
 	"HASH-MISMATCH":      Integrity,
 	"LINK-BROKEN":        Integrity,
 	"SEQ-GAP":            Integrity,
