@@ -43,7 +43,7 @@ Logs go to stderr.`,
 			}
 			defer c.Close()
 			defer c.L.WaitMaintenance()
-			o := mcpserver.Options{PID: os.Getppid(), Log: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+			o := mcpserver.Options{PID: os.Getppid(), Version: readBuildVersion().String(), Log: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			if autoRenew {
 				rc, err := a.client(true) // renewals never wait behind a tool call
 				if err != nil {

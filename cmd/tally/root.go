@@ -65,7 +65,9 @@ func (a *app) rootCommand() *cobra.Command {
 		Short:         "git-native lease ledger and receipts for agents sharing a repository",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuildVersion().String(),
 	}
+	root.SetVersionTemplate("tally {{.Version}}\n")
 	root.PersistentFlags().StringVarP(&a.dir, "repo", "C", ".", "run as if started in `PATH`")
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print exactly one JSON object on stdout")
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting (else $TALLY_ACTOR, else git user.email)")
@@ -82,7 +84,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.lockCmd(), a.unlockCmd(), a.locksCmd(), a.deadlocksCmd(),
 		a.checkpointCmd(), a.proveCmd(), a.verifyProofCmd(), a.anchorCmd(),
 		a.policyCmd(), a.keysCmd(), a.remoteCmd(), a.syncCmd(), a.hooksCmd(), a.hookCmd(),
-		a.mcpCmd(),
+		a.mcpCmd(), a.versionCmd(),
 	} {
 		root.AddCommand(c)
 	}
