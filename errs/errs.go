@@ -12,6 +12,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Class is an exit class.
@@ -62,6 +63,8 @@ var classes = map[string]Class{
 	"KEY-UNKNOWN":         Refused,
 	"POLICY":              Refused,
 	"PATH-HELD":           Refused,
+	"IO-ERROR":            Refused,
+	"COMMAND-FAILED":      Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,
@@ -136,13 +139,28 @@ func ClassOfCode(code string) Class {
 // Known reports whether code is one tally defines.
 func Known(code string) bool { _, ok := classes[code]; return ok }
 
-// From converts any error into an *Error, wrapping unknown errors as INTERNAL.
+// ioErrnos are the system errors that say the machine could not store or
+// read data (full disk, quota, read-only or failing device): nothing about
+// the ledger is wrong, and retrying unchanged will not help until someone
+// fixes the machine, so they are IO-ERROR (refused), not INTERNAL.
+var ioErrnos = map[syscall.Errno]string{
+	syscall.ENOSPC: "ENOSPC", syscall.EDQUOT: "EDQUOT", syscall.EROFS: "EROFS", syscall.EIO: "EIO",
+}
+
+// From converts any error into an *Error: a system I/O failure (ioErrnos)
+// that is not already coded otherwise as IO-ERROR with the errno as detail,
+// another *Error as it is, anything else as INTERNAL.
 func From(err error) *Error {
 	if err == nil {
 		return nil
 	}
 	var e *Error
-	if errors.As(err, &e) {
+	coded := errors.As(err, &e)
+	var errno syscall.Errno
+	if (!coded || e.Code == "INTERNAL") && errors.As(err, &errno) && ioErrnos[errno] != "" {
+		return (&Error{Code: "IO-ERROR", Message: err.Error(), Err: err}).With("errno", ioErrnos[errno])
+	}
+	if coded {
 		return e
 	}
 	return &Error{Code: "INTERNAL", Message: err.Error(), Err: err}

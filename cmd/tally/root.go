@@ -43,6 +43,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// cobra reports an unknown command as a plain error (INTERNAL, exit 3 by
+	// the default class): find it first and call it what it is.
+	if _, _, err := root.Find(args); err != nil {
+		msg := strings.TrimSpace(err.Error()) // one line: the suggestions after a semicolon
+		if m, suggested, ok := strings.Cut(msg, "\n\nDid you mean this?\n\t"); ok {
+			msg = m + "; did you mean " + strings.ReplaceAll(suggested, "\n\t", " or ") + "?"
+		}
+		return a.fail(errs.New("USAGE", "%s (run 'tally --help' for the commands)", msg))
+	}
 	err := root.Execute()
 	if err == nil {
 		return 0
@@ -88,7 +97,33 @@ func (a *app) rootCommand() *cobra.Command {
 	} {
 		root.AddCommand(c)
 	}
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups subcommands
+// (tally policy, tally keys, ...) refuse an unknown one as USAGE with
+// cobra's suggestions, where cobra would print help and exit 0. Without
+// arguments it still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() || !c.HasParent() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, argv []string) error {
+		if len(argv) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", argv[0], cmd.CommandPath())
+		cmd.SuggestionsMinimumDistance = 2
+		if s := cmd.SuggestionsFor(argv[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return errs.New("USAGE", "%s (run '%s --help' for its commands)", msg, cmd.CommandPath())
+	}
 }
 
 // args wraps cobra's positional-argument checks so their errors are USAGE.

@@ -24,8 +24,16 @@ func (a *app) runCmd() *cobra.Command {
 		Long: `run executes CMD with its output streaming through, and records evidence for
 your live lease on the cell: argv, exit code, start time, duration, and the
 size, BLAKE3 and SHA-256 of stdout and stderr. The evidence waits in the
-clone's local tally directory until tally done puts it in a receipt. tally
-exits with the command's exit code.`,
+clone's local tally directory until tally done puts it in a receipt.
+
+tally exits 0 when the command exited 0. When it exited otherwise, the
+evidence is still recorded and tally reports COMMAND-FAILED (exit 2) with
+the command's exit code as exit_code, so the command's failure never reads
+as one of tally's own classes (a command's exit 3 is not an integrity
+failure). With --json the command's stdout goes to stderr, so stdout stays
+exactly one JSON object and nothing is lost.`,
+		Example: `  tally run w1/api --epoch 3 -- go test ./api/...
+  tally --json run w1/api -- make check`,
 		Args: args(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			w, cell, err := cellArg(argv[0])
@@ -52,7 +60,7 @@ exits with the command's exit code.`,
 			child.Stdin = os.Stdin
 			stdout, stderr := a.stdout, a.stderr
 			if a.jsonOut {
-				stdout = io.Discard // stdout carries exactly one JSON object
+				stdout = a.stderr // stdout carries exactly one JSON object
 			}
 			child.Stdout, child.Stderr = io.MultiWriter(stdout, out), io.MultiWriter(stderr, errOut)
 			start := c.L.Now()
@@ -70,16 +78,14 @@ exits with the command's exit code.`,
 			if err := c.RecordEvidence(w, cell, ev); err != nil {
 				return err
 			}
-			if err := a.emit(map[string]any{"evidence": ev}, func(io.Writer) {
-				// The command owns stdout; tally's own report goes to stderr.
-				fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit %d in %d ms\n", w, cell, ls.Epoch, code, ev.DurationMS)
-			}); err != nil {
-				return err
-			}
 			if code != 0 {
-				return exitCode(code)
+				return errs.New("COMMAND-FAILED", "%s exited %d; its evidence is recorded for %s/%s epoch %d", argv[1], code, w, cell, ls.Epoch).
+					With("exit_code", code).With("evidence", ev)
 			}
-			return nil
+			return a.emit(map[string]any{"evidence": ev}, func(io.Writer) {
+				// The command owns stdout; tally's own report goes to stderr.
+				fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit 0 in %d ms\n", w, cell, ls.Epoch, ev.DurationMS)
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease (checked if given)")
