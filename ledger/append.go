@@ -100,6 +100,9 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	if err != nil {
 		return nil, err
 	}
+	if err := l.verifiedUpTo(tip); err != nil {
+		return nil, err
+	}
 	out, parent, pw, err := l.prepareOn(tip, actor, builds)
 	if err != nil {
 		return nil, err
@@ -114,7 +117,36 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 		}
 		return nil, errs.Wrap("INTERNAL", err, "update %s", l.Ref)
 	}
+	// The new tip extends a verified one through Step: record it, so the
+	// next append verifies nothing. A record that fails to land only makes
+	// the next append verify more.
+	last := out[len(out)-1]
+	l.writeRecordMeta(l.recordPath(), last.Commit, last.Meta)
 	return out, nil
+}
+
+// verifiedUpTo makes sure the chain the writer is about to extend verifies:
+// the entries since this clone's verify record (normally none: every append
+// and verify records its tip) are verified, and the record moves to tip. A
+// ledger that does not verify is never extended; the error carries the
+// integrity code and the first bad seq.
+func (l *Ledger) verifiedUpTo(tip gitstore.ObjectID) error {
+	if tip.IsZero() {
+		return nil
+	}
+	base, _ := l.trustedRecord()
+	if base == tip {
+		return nil
+	}
+	if _, err := l.VerifyRange(base, tip); err != nil {
+		e := errs.From(err)
+		refused := errs.New(e.Code, "refusing to append to a ledger that does not verify (run tally verify): %s", e.Message)
+		for k, v := range e.Details {
+			refused.With(k, v)
+		}
+		return refused
+	}
+	return l.writeRecord(l.recordPath(), tip)
 }
 
 // Prepared is an entry built on the current tip, with the objects of its

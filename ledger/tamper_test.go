@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/ledger"
@@ -365,11 +366,17 @@ func TestVerifyIncrementalForkDetected(t *testing.T) {
 			t.Errorf("verified_size %v, want 10", v)
 		}
 	}
-	// The same for a fork that is longer than the verified history.
+	// The writer refuses to extend the fork; one made longer than the
+	// verified history by other means is still a fork.
 	l := openLedger(t, dir)
-	if _, err := l.Append("forger", noteDraft("longer")); err != nil {
+	if _, err := l.Append("forger", noteDraft("longer")); errs.Code(err) != "FORK-DETECTED" {
+		t.Fatalf("append on a fork: %v, want FORK-DETECTED", err)
+	}
+	p, err := l.Prepare("forger", noteDraft("longer"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	forceRef(t, dir, p.Commit.String())
 	verifyFails(t, dir, "FORK-DETECTED", -1)
 	// Only the record makes the rewrite detectable: from genesis it is valid.
 	verifyOK(t, dir, true)
@@ -428,4 +435,37 @@ func TestVerifyIncrementalFindsNewDefect(t *testing.T) {
 	raw := strings.Replace(string(entries[k].Raw), `"text":"more-3"`, `"text":"more-X"`, 1)
 	replaceEntry(t, dir, commits, k, []byte(raw), false)
 	verifyFails(t, dir, "HASH-MISMATCH", k)
+}
+
+// TestWriterRefusesUnverifiedChain: a writer never extends a ledger that
+// does not verify. With the tip entry rewritten by hand, `tally note` is
+// refused with the verifier's integrity code (exit 3) and the ref stays
+// where the tampering left it: HASH-MISMATCH at the entry in a clone that
+// never verified, FORK-DETECTED in one whose record saw the real history.
+func TestWriterRefusesUnverifiedChain(t *testing.T) {
+	t.Parallel()
+	dir, commits, entries := tamperFixture(t)
+	const k = 9 // the tip
+	raw := strings.Replace(string(entries[k].Raw), `"text":"note-9"`, `"text":"note-X"`, 1)
+	replaceEntry(t, dir, commits, k, []byte(raw), false)
+	tampered := tip(t, dir)
+	refused := func(code string) {
+		t.Helper()
+		r := runTally(t, dir, "agent", "--json", "note", "on top")
+		e, _ := r.JSON["error"].(map[string]any)
+		if r.Code != 3 || e["code"] != code || !strings.Contains(e["message"].(string), "refusing to append") {
+			t.Fatalf("note on a tampered ledger: exit %d %s, want %s", r.Code, r.Stdout, code)
+		}
+		if got := tip(t, dir); got != tampered {
+			t.Fatalf("the refused append moved the ledger to %s", got)
+		}
+	}
+	refused("FORK-DETECTED")
+	if err := os.Remove(filepath.Join(gitDir(t, dir), "tally", "verified")); err != nil {
+		t.Fatal(err)
+	}
+	refused("HASH-MISMATCH")
+	if r := runTally(t, dir, "agent", "--json", "note", "on top"); r.JSON["error"].(map[string]any)["seq"] != float64(k) {
+		t.Fatalf("the refusal does not name seq %d: %s", k, r.Stdout)
+	}
 }

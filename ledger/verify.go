@@ -80,7 +80,12 @@ func (l *Ledger) writeRecord(path string, tip gitstore.ObjectID) error {
 	if err != nil {
 		return err
 	}
-	rec := verifiedRecord{Commit: tip.String(), Seq: snap.Meta.Size - 1, Hash: snap.Meta.Head}
+	return l.writeRecordMeta(path, tip, snap.Meta)
+}
+
+// writeRecordMeta is writeRecord for a caller that holds tip's chain meta.
+func (l *Ledger) writeRecordMeta(path string, tip gitstore.ObjectID, m *chain.Meta) error {
+	rec := verifiedRecord{Commit: tip.String(), Seq: m.Size - 1, Hash: m.Head}
 	return writeFileAtomic(path, mustJSON(rec))
 }
 

@@ -48,6 +48,15 @@ func TestCheckpointTrailers(t *testing.T) {
 	// Rewrite the ledger below the first stamp: the code history exposes it.
 	old := testrepo.Git(t, dir, "rev-parse", "refs/tally/ledger~2")
 	testrepo.Git(t, dir, "update-ref", "refs/tally/ledger", old)
+	// This clone's verify record knows better: its writer refuses to extend
+	// the rollback. A clone without the record (as the rewriter's would be)
+	// builds on it.
+	if r := tally(3, "note", "refused"); r.ErrorCode() != "ROLLBACK-DETECTED" {
+		t.Fatalf("append on a rolled-back ledger: %s", r.Stdout)
+	}
+	if err := os.Remove(filepath.Join(dir, ".git", "tally", "verified")); err != nil {
+		t.Fatal(err)
+	}
 	tally(0, "note", "rewritten one")
 	tally(0, "note", "rewritten two")
 	r = tally(3, "verify", "--full", "--trailers", "HEAD")
