@@ -63,6 +63,7 @@ var classes = map[string]Class{
 	"KEY-UNKNOWN":         Refused,
 	"POLICY":              Refused,
 	"PATH-HELD":           Refused,
+	"DEAD-HOLDER-REMOTE":  Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,
