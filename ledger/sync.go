@@ -49,7 +49,9 @@ type DroppedEntry struct {
 // verifies the remote, fast-forwards the local ledger, pushes local-only
 // entries, and when both have moved, rebuilds the local-only entries on the
 // remote tip in order — each only where the rules still allow it — and pushes
-// the result with a compare-and-swap.
+// the result with a compare-and-swap. It never pushes a dead-holder takeover:
+// local entries carrying dead-holder evidence are always rebuilt, that claim
+// without its evidence (withoutDeadEvidence).
 func (l *Ledger) Sync(remote string) (*SyncReport, error) {
 	if _, err := l.Verify(false); err != nil && !errs.Is(err, "NOT-INITIALIZED") {
 		return nil, err
