@@ -61,6 +61,22 @@ func fakeBoot(t *testing.T) ([]string, string) {
 	return []string{"--mount"}, fmt.Sprintf("mount --bind %q /proc/sys/kernel/random/boot_id && ", f)
 }
 
+// procTable reads, independently of tally, the process table this test
+// runs in: the kernel's boot id and the inode of its PID namespace. The test
+// is skipped where there is none to read.
+func procTable(t testing.TB) (bootID string, pidNS uint64) {
+	t.Helper()
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Skipf("no boot id on this host: %v", err)
+	}
+	var ns syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/pid", &ns); err != nil {
+		t.Skipf("no PID namespace inode: %v", err)
+	}
+	return strings.TrimSpace(string(boot)), ns.Ino
+}
+
 // refuseElsewhere is refuse for elsewhere.
 func (r *repo) refuseElsewhere(exit int, code, actor string, unshareArgs []string, setup string, args ...string) map[string]any {
 	r.t.Helper()
@@ -88,21 +104,14 @@ func TestCLIDeadHolderProcessTable(t *testing.T) {
 	defer sleeper.Process.Kill()
 	r.ok("A", "claim", "w/live", "--pid", fmt.Sprint(sleeper.Process.Pid))
 	l := obj(t, obj(t, r.ok("A", "show", "w/live"), "cell"), "lease")
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		t.Skipf("no boot id on this host: %v", err)
-	}
-	var ns syscall.Stat_t
-	if err := syscall.Stat("/proc/self/ns/pid", &ns); err != nil {
-		t.Skipf("no PID namespace inode: %v", err)
-	}
+	boot, ns := procTable(t)
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sleeper.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	start, _ := strconv.ParseFloat(strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))[19], 64)
-	if l["boot_id"] != strings.TrimSpace(string(boot)) || l["pid_ns"] != float64(ns.Ino) || l["pid_start"] != start {
-		t.Fatalf("lease %v, want boot_id %s pid_ns %d pid_start %v", l, boot, ns.Ino, start)
+	if l["boot_id"] != boot || l["pid_ns"] != float64(ns) || l["pid_start"] != start {
+		t.Fatalf("lease %v, want boot_id %s pid_ns %d pid_start %v", l, boot, ns, start)
 	}
 
 	r.at(time.Minute)
