@@ -89,7 +89,7 @@ type ClaimOptions struct {
 	TTL         int    // seconds; 0 means lease.TTLDefault
 	PID         int    // holder process for dead-holder takeover
 	Steal       bool   // take a lease past its max-hold time
-	ReclaimDead bool   // take a lease whose holder process on this host is gone
+	ReclaimDead bool   // take a lease whose holder process, in this boot and PID namespace, is gone
 }
 
 // LeaseResult is the outcome of an operation that grants or extends a lease.
@@ -106,6 +106,14 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	}
 	if o.Steal && o.ReclaimDead {
 		return nil, errs.New("USAGE", "steal and reclaim-dead exclude each other")
+	}
+	if o.ReclaimDead && c.Remote != "" {
+		// A server cannot observe another machine's processes, and the taker's
+		// word is all a dead-holder claim carries: through a shared remote a
+		// live lease ends only by expiry or max-hold steal (FORMAT.md §9a).
+		return nil, errs.New("DEAD-HOLDER-REMOTE", "claim --reclaim-dead is refused through remote %s: nobody there can check "+
+			"that the holder's process is gone; wait for the lease to expire, or claim --steal past its max-hold", c.Remote).
+			With("remote", c.Remote)
 	}
 	if o.TTL == 0 {
 		o.TTL = lease.TTLDefault
@@ -134,10 +142,14 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	if head, err := c.L.Repo.Head(); err == nil {
 		base = head.String()
 	}
+	self := lease.HolderID{Host: c.host, PID: o.PID}
+	if boot, ns, ok := processTable(); ok {
+		self.BootID, self.PIDNS, self.PIDStart = boot, ns, processStart(o.PID)
+	}
 	var target lease.CellRef
 	ap, err := c.append(func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
-		b := lease.ClaimBody{CellRef: lease.CellRef{Wave: o.Wave, Cell: o.Cell}, TTL: o.TTL, PID: o.PID,
-			Host: c.host, Base: base, Mode: mode, Next: o.Next}
+		b := lease.ClaimBody{CellRef: lease.CellRef{Wave: o.Wave, Cell: o.Cell}, TTL: o.TTL, PID: self.PID,
+			Host: self.Host, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart, Base: base, Mode: mode, Next: o.Next}
 		if o.Next {
 			cand, err := lease.Next(s, o.NextWave, now)
 			if err != nil {
@@ -149,7 +161,7 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 			b.CellRef = lease.CellRef{Wave: cand.Wave, Cell: cand.Cell}
 		}
 		if mode == lease.ModeReclaimDead {
-			b.Dead = deadHolderEvidence(s, b)
+			b.Dead = deadHolderEvidence(s, b.CellRef, self)
 		}
 		target = b.CellRef
 		return &ledger.Draft{Kind: "claim", Body: b}, nil
@@ -225,16 +237,19 @@ func (c *Client) awaitTipChange(seen gitstore.ObjectID, until time.Time) {
 	}
 }
 
-// deadHolderEvidence checks, on this host, whether the current holder of the
-// cell is still running. It returns evidence only when it is not; the rules
-// accept a reclaim-dead claim only with that evidence.
-func deadHolderEvidence(s *ledger.Snapshot, b lease.ClaimBody) *lease.DeadPeer {
-	cell, err := lease.ReadCell(s, b.Wave, b.Cell)
-	if err != nil || cell.Lease == nil || cell.Lease.Host != b.Host || ProcessAlive(cell.Lease.PID) {
+// deadHolderEvidence checks, as the process self, whether the current holder
+// of the cell is still running. It returns evidence only when the holder's
+// lease was recorded in self's process table (host, boot, PID namespace) and
+// its process is gone there (holderGone); the rules accept a reclaim-dead
+// claim only with that evidence, from a claimant in that process table.
+func deadHolderEvidence(s *ledger.Snapshot, ref lease.CellRef, self lease.HolderID) *lease.DeadPeer {
+	cell, err := lease.ReadCell(s, ref.Wave, ref.Cell)
+	if err != nil || cell.Lease == nil || !holderGone(cell.Lease, self) {
 		return nil
 	}
 	l := cell.Lease
-	return &lease.DeadPeer{Actor: l.Actor, Epoch: l.Epoch, Host: l.Host, PID: l.PID, Alive: false}
+	return &lease.DeadPeer{Actor: l.Actor, Epoch: l.Epoch, Host: l.Host, PID: l.PID,
+		BootID: l.BootID, PIDNS: l.PIDNS, PIDStart: l.PIDStart, Alive: false}
 }
 
 // Renew extends the actor's lease; ttl 0 keeps the lease's current TTL.

@@ -65,6 +65,7 @@ var classes = map[string]Class{
 	"PATH-HELD":           Refused,
 	"IO-ERROR":            Refused,
 	"COMMAND-FAILED":      Refused,
+	"DEAD-HOLDER-REMOTE":  Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,

@@ -185,7 +185,7 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 				return errs.New("POLICY", "entry %d is dated %s, more than %ds ahead of the server clock (%s)",
 					a.Entry.Seq, a.Entry.TS, p.SkewSeconds, chain.FormatTime(c.Now)).With("seq", a.Entry.Seq)
 			}
-			return nil
+			return refuseDeadHolder(a)
 		}
 	}
 	_, err = c.L.VerifyRangeEach(old, u.New, skew)

@@ -209,33 +209,125 @@ const (
 	ModeReclaimDead = "reclaim-dead"
 )
 
-// ClaimBody is the body of a "claim" entry. PID and Host identify the holder
-// for dead-holder takeover. Dead is the writer's evidence for a reclaim-dead
-// claim: the holder it found not running on this host.
+// Takeover kinds (Granted.Takeover): how a claim took a cell whose lease was
+// still recorded.
+const (
+	TakeoverExpired    = "expired"
+	TakeoverSteal      = "steal"
+	TakeoverDeadHolder = "dead-holder"
+)
+
+// ClaimBody is the body of a "claim" entry. PID, Host, BootID, PIDNS and
+// PIDStart identify the holder process for dead-holder takeover (see
+// HolderID). Dead is the writer's evidence for a reclaim-dead claim: the
+// holder it found not running in its own boot and PID namespace.
 type ClaimBody struct {
 	CellRef
-	TTL  int       `json:"ttl"`
-	PID  int       `json:"pid"`
-	Host string    `json:"host"`
-	Base string    `json:"base,omitempty"`
-	Mode string    `json:"mode"`
-	Next bool      `json:"next,omitempty"` // chosen by claim --next (informational)
-	Dead *DeadPeer `json:"dead,omitempty"`
+	TTL      int       `json:"ttl"`
+	PID      int       `json:"pid"`
+	Host     string    `json:"host"`
+	BootID   string    `json:"boot_id,omitempty"`
+	PIDNS    uint64    `json:"pid_ns,omitempty"`
+	PIDStart uint64    `json:"pid_start,omitempty"`
+	Base     string    `json:"base,omitempty"`
+	Mode     string    `json:"mode"`
+	Next     bool      `json:"next,omitempty"` // chosen by claim --next (informational)
+	Dead     *DeadPeer `json:"dead,omitempty"`
 }
 
-// DeadPeer is the evidence that a lease holder's process is gone.
+// DeadPeer is the evidence that a lease holder's process is gone: the
+// holder's identity as its lease records it, and what the writer found.
 type DeadPeer struct {
-	Actor string `json:"actor"`
-	Epoch int64  `json:"epoch"`
-	Host  string `json:"host"`
-	PID   int    `json:"pid"`
-	Alive bool   `json:"alive"`
+	Actor    string `json:"actor"`
+	Epoch    int64  `json:"epoch"`
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
+	BootID   string `json:"boot_id,omitempty"`
+	PIDNS    uint64 `json:"pid_ns,omitempty"`
+	PIDStart uint64 `json:"pid_start,omitempty"`
+	Alive    bool   `json:"alive"`
+}
+
+// HolderID identifies a holder process on one machine. PID is meaningful
+// only in the PID namespace PIDNS (the inode of the claiming process's
+// /proc/self/ns/pid) of the kernel boot BootID
+// (/proc/sys/kernel/random/boot_id): within one boot, namespace inodes are
+// unique, so the pair names one process table. PIDStart, the process's start
+// time in clock ticks after boot (/proc/PID/stat field 22), tells the holder
+// from a later process given the same pid; 0 means it was not known when the
+// claim was written. A HolderID with no BootID (written before tally recorded
+// it, or where the kernel does not tell) names no process table at all.
+type HolderID struct {
+	Host     string
+	PID      int
+	BootID   string
+	PIDNS    uint64
+	PIDStart uint64
+}
+
+// Holder is the identity a claim records for its holder.
+func (b *ClaimBody) Holder() HolderID {
+	return HolderID{Host: b.Host, PID: b.PID, BootID: b.BootID, PIDNS: b.PIDNS, PIDStart: b.PIDStart}
+}
+
+// Holder is the identity the evidence names.
+func (d *DeadPeer) Holder() HolderID {
+	return HolderID{Host: d.Host, PID: d.PID, BootID: d.BootID, PIDNS: d.PIDNS, PIDStart: d.PIDStart}
+}
+
+// Holder is the identity of the lease's holder process.
+func (l *Lease) Holder() HolderID {
+	return HolderID{Host: l.Host, PID: l.PID, BootID: l.BootID, PIDNS: l.PIDNS, PIDStart: l.PIDStart}
+}
+
+// SameProcessTable reports whether a process with identity o observes the
+// process table h's pid belongs to: same host, boot and PID namespace. It is
+// false when either names none (no BootID): such a holder cannot be observed.
+func (h HolderID) SameProcessTable(o HolderID) bool {
+	return h.BootID != "" && h.Host == o.Host && h.BootID == o.BootID && h.PIDNS == o.PIDNS
+}
+
+// checkHolder checks the form of a recorded identity: a boot id is a
+// lowercase UUID and comes with a namespace, and a start time needs both.
+func checkHolder(h HolderID) error {
+	if h.PID <= 0 || h.Host == "" {
+		return errs.New("USAGE", "claim must record the holder's pid and host")
+	}
+	if (h.BootID == "") != (h.PIDNS == 0) || (h.PIDStart != 0 && h.BootID == "") {
+		return errs.New("USAGE", "claim must record boot_id and pid_ns together, and pid_start only with them")
+	}
+	if h.BootID != "" && !isUUID(h.BootID) {
+		return errs.New("USAGE", "boot_id %q is not a lowercase UUID", h.BootID)
+	}
+	return nil
+}
+
+// isUUID reports whether s has the form the kernel writes a boot id in:
+// 8-4-4-4-12 lowercase hex digits.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Granted is the effect of a successful claim.
 type Granted struct {
 	Lease    *Lease `json:"lease"`
-	Takeover string `json:"takeover,omitempty"` // "expired", "steal" or "dead-holder"
+	Takeover string `json:"takeover,omitempty"` // TakeoverExpired, TakeoverSteal or TakeoverDeadHolder
 	Prior    *Lease `json:"prior,omitempty"`
 }
 
@@ -250,8 +342,8 @@ func (r *rule) claim() (string, any, error) {
 	if err := checkTTL(b.TTL); err != nil {
 		return "", nil, err
 	}
-	if b.PID <= 0 || b.Host == "" {
-		return "", nil, errs.New("USAGE", "claim must record the holder's pid and host")
+	if err := checkHolder(b.Holder()); err != nil {
+		return "", nil, err
 	}
 	switch b.Mode {
 	case ModeClaim, ModeSteal, ModeReclaimDead:
@@ -290,15 +382,15 @@ func (r *rule) claim() (string, any, error) {
 		}
 		switch {
 		case expired:
-			g.Takeover = "expired"
+			g.Takeover = TakeoverExpired
 		case b.Mode == ModeSteal && pastMaxHold:
-			g.Takeover = "steal"
+			g.Takeover = TakeoverSteal
 		case b.Mode == ModeSteal:
 			return "", nil, errs.New("STEAL-DENIED", "cell %s/%s held by %s until max-hold %s; steal window not open",
 				b.Wave, b.Cell, l.Actor, l.MaxHoldUntil).With("holder", l.Actor).With("epoch", l.Epoch).
 				With("max_hold_until", l.MaxHoldUntil)
 		case b.Mode == ModeReclaimDead && deadHolder(b, l):
-			g.Takeover = "dead-holder"
+			g.Takeover = TakeoverDeadHolder
 		default:
 			return "", nil, errs.New("LEASE-HELD", "cell %s/%s leased to %s (epoch %d) until %s",
 				b.Wave, b.Cell, l.Actor, l.Epoch, l.ExpiresAt).With("holder", l.Actor).With("epoch", l.Epoch).
@@ -325,7 +417,7 @@ func (r *rule) claim() (string, any, error) {
 	ttl := time.Duration(b.TTL) * time.Second
 	c.Epoch++
 	c.Lease = &Lease{
-		Actor: r.e.Actor, PID: b.PID, Host: b.Host, Epoch: c.Epoch,
+		Actor: r.e.Actor, PID: b.PID, Host: b.Host, BootID: b.BootID, PIDNS: b.PIDNS, PIDStart: b.PIDStart, Epoch: c.Epoch,
 		AcquiredAt: r.ts(0), HeartbeatAt: r.ts(0), ExpiresAt: r.ts(ttl),
 		MaxHoldUntil: r.ts(max(2*ttl, maxHoldFloor)), TTLSeconds: b.TTL, Base: b.Base,
 	}
@@ -342,11 +434,25 @@ func (r *rule) claim() (string, any, error) {
 }
 
 // deadHolder reports whether the claim carries evidence that the current
-// holder's process is gone. Only the holder's own host can observe that.
+// holder's process is gone. Only a process in the holder's own process table
+// can observe that: the claimant must record the lease's host, boot and PID
+// namespace, and the evidence must name the lease's holder exactly (actor,
+// epoch and the whole HolderID, start time included). A lease that records
+// no boot id cannot be reclaimed by such a claim (fail closed). A claim that
+// itself records none, with evidence naming none, against a lease that
+// records none, is judged as before boot ids were recorded (same host,
+// actor, epoch and pid), so ledgers written then still verify; tally never
+// writes one now (see FORMAT.md §5).
 func deadHolder(b ClaimBody, l *Lease) bool {
 	d := b.Dead
-	return d != nil && !d.Alive && b.Host == l.Host && d.Host == l.Host && d.PID == l.PID &&
-		d.Actor == l.Actor && d.Epoch == l.Epoch
+	if d == nil || d.Alive || d.Actor != l.Actor || d.Epoch != l.Epoch || d.Holder() != l.Holder() {
+		return false
+	}
+	taker, holder := b.Holder(), l.Holder()
+	if holder.BootID == "" && taker.BootID == "" {
+		return taker.Host == holder.Host
+	}
+	return taker.SameProcessTable(holder)
 }
 
 // EpochBody is the body of renew, release, fail and done: the lease the actor

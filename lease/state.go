@@ -29,6 +29,9 @@ type Lease struct {
 	Actor        string `json:"actor"`
 	PID          int    `json:"pid"`
 	Host         string `json:"host"`
+	BootID       string `json:"boot_id,omitempty"` // with PIDNS and PIDStart: see HolderID
+	PIDNS        uint64 `json:"pid_ns,omitempty"`
+	PIDStart     uint64 `json:"pid_start,omitempty"`
 	Epoch        int64  `json:"epoch"`
 	AcquiredAt   string `json:"acquired_at"`
 	HeartbeatAt  string `json:"heartbeat_at"`

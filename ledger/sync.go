@@ -9,6 +9,7 @@ import (
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/lease"
 )
 
 // SyncReport says what Sync did.
@@ -48,7 +49,9 @@ type DroppedEntry struct {
 // verifies the remote, fast-forwards the local ledger, pushes local-only
 // entries, and when both have moved, rebuilds the local-only entries on the
 // remote tip in order — each only where the rules still allow it — and pushes
-// the result with a compare-and-swap.
+// the result with a compare-and-swap. It never pushes a dead-holder takeover:
+// local entries carrying dead-holder evidence are always rebuilt, that claim
+// without its evidence (withoutDeadEvidence).
 func (l *Ledger) Sync(remote string) (*SyncReport, error) {
 	if _, err := l.Verify(false); err != nil && !errs.Is(err, "NOT-INITIALIZED") {
 		return nil, err
@@ -97,14 +100,15 @@ func (l *Ledger) syncOnce(remote string) (*SyncReport, error) {
 		rep.Action = "up-to-date"
 	case common == lsnap.Meta.Size:
 		rep.Action = "fast-forward"
-	case common == rsnap.Meta.Size:
+	case common == rsnap.Meta.Size && (common == 0 || !hasDeadEvidence(lsnap, common)):
+		// A ledger new to the remote goes as it is; its hook judges it whole.
 		rep.Action, newTip = "pushed", ltip
 		if err := l.pushTo(remote, rtip, ltip); err != nil {
 			return nil, err
 		}
 	case common == 0:
 		return nil, errs.New("FORK-DETECTED", "the local ledger and remote %s's start from different genesis entries: they are different ledgers", remote)
-	default:
+	default: // both moved, or the local entries carry dead-holder evidence
 		rep.Action = "rebuilt"
 		if newTip, err = l.rebuild(lsnap, rsnap, common, rep); err != nil {
 			return nil, err
@@ -160,8 +164,16 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 		if err != nil {
 			return parent, err
 		}
+		var body any = e.Body
+		stripped, err := withoutDeadEvidence(e)
+		if err != nil {
+			return parent, err
+		}
+		if stripped != nil {
+			body = stripped
+		}
 		build := func(*Snapshot, time.Time) (*Draft, error) {
-			return &Draft{Kind: e.Kind, Body: e.Body, Actor: e.Actor}, nil
+			return &Draft{Kind: e.Kind, Body: body, Actor: e.Actor}, nil
 		}
 		ap, err := l.build(snap, parent, e.Actor, build, pw)
 		if err != nil {
@@ -169,7 +181,11 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 			if x.Code == "CORRUPT" || x.Code == "INTERNAL" {
 				return parent, err
 			}
-			rep.Dropped = append(rep.Dropped, DroppedEntry{OldSeq: seq, Kind: e.Kind, Actor: e.Actor, Body: e.Body, Code: x.Code, Message: x.Message})
+			code, msg := x.Code, x.Message
+			if stripped != nil {
+				code, msg = "DEAD-HOLDER-REMOTE", "a dead-holder takeover is not sent to a remote, and without its evidence the claim is refused: "+x.Code+": "+x.Message
+			}
+			rep.Dropped = append(rep.Dropped, DroppedEntry{OldSeq: seq, Kind: e.Kind, Actor: e.Actor, Body: e.Body, Code: code, Message: msg})
 			continue
 		}
 		rep.Rebuilt = append(rep.Rebuilt, RebuiltEntry{OldSeq: seq, NewSeq: ap.Entry.Seq, Kind: e.Kind, Actor: e.Actor})
@@ -182,6 +198,43 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 		}
 	}
 	return parent, nil
+}
+
+// withoutDeadEvidence returns, for a reclaim-dead claim that carries
+// dead-holder evidence, its body without the evidence; nil for any other
+// entry. A remote refuses dead-holder takeovers (FORMAT.md §9a: nobody there
+// can check the evidence), so sync sends such a claim only as what entry
+// time alone allows: a claim of a free cell or of an expired lease.
+func withoutDeadEvidence(e *chain.Entry) (*lease.ClaimBody, error) {
+	if e.Kind != "claim" {
+		return nil, nil
+	}
+	var b lease.ClaimBody
+	if err := json.Unmarshal(e.Body, &b); err != nil {
+		return nil, errs.New("CORRUPT", "claim body of entry %d: %v", e.Seq, err)
+	}
+	if b.Mode != lease.ModeReclaimDead || b.Dead == nil {
+		return nil, nil
+	}
+	b.Dead = nil
+	return &b, nil
+}
+
+// hasDeadEvidence reports whether an entry of snap from seq from on carries
+// dead-holder evidence (withoutDeadEvidence), so that sync must rebuild the
+// local entries rather than push them as they are. Unreadable entries count
+// as carrying it: the rebuild then reports why.
+func hasDeadEvidence(snap *Snapshot, from uint64) bool {
+	for seq := from; seq < snap.Meta.Size; seq++ {
+		e, _, _, err := snap.Entry(seq)
+		if err != nil {
+			return true
+		}
+		if b, err := withoutDeadEvidence(e); b != nil || err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // pushTo moves the remote ledger from old to tip, deciding a failed push by

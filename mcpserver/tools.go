@@ -44,7 +44,7 @@ type ClaimIn struct {
 	Next        bool   `json:"next,omitempty" jsonschema:"claim the first ready cell instead of naming one"`
 	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds, 30..86400 (default 1800)"`
 	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
-	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process on this host is gone"`
+	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process, in this boot and PID namespace, is gone (refused through a remote)"`
 }
 
 // RenewIn is the input of renew.

@@ -25,14 +25,17 @@ epoch + 1. A cell whose lease expired is reclaimed the same way.
                   with their deps done first (waves and cells in plan
                   order), then cells whose lease expired
   --steal         take a live lease that is past its max-hold time
-  --reclaim-dead  take a live lease whose holder process (same host) is gone
+  --reclaim-dead  take a live lease whose holder process is gone, seen
+                  from the boot and PID namespace its lease was claimed
+                  in (local ledgers only: refused through a remote)
   --wait D        on NO-READY-CELL or LEASE-HELD, wait for the ledger to
                   change and try again, for up to D; with --next it stops
                   at once when no cell is left open (pending or claimed):
                   the error then carries "open": 0
 
 Refusals: LEASE-HELD (retryable; reports holder, epoch, expires_at),
-CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
+CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL,
+DEAD-HOLDER-REMOTE (--reclaim-dead with a remote).`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if o.Next == (len(argv) == 1) {
@@ -76,6 +79,6 @@ CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
 	cmd.Flags().StringVar(&o.NextWave, "wave", "", "with --next, only consider `WAVE`")
 	cmd.Flags().BoolVar(&o.Steal, "steal", false, "take a lease held past its max-hold time")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "on NO-READY-CELL or LEASE-HELD, keep trying for up to `DURATION` (e.g. 10m)")
-	cmd.Flags().BoolVar(&o.ReclaimDead, "reclaim-dead", false, "take a lease whose holder process on this host is gone")
+	cmd.Flags().BoolVar(&o.ReclaimDead, "reclaim-dead", false, "take a lease whose holder process, in this boot and PID namespace, is gone (not through a remote)")
 	return cmd
 }

@@ -264,9 +264,13 @@ cells:
 	res = r.ok("A", "claim", "w1/schema", "--ttl", "600", "--pid", "4242")
 	wantKeys(t, "claim", res, "ok", "wave", "cell", "lease", "entry", "commit", "summary")
 	l := obj(t, res, "lease")
-	want := map[string]any{"actor": "A", "pid": 4242.0, "host": host, "epoch": 1.0,
+	boot, pidNS := procTable(t)
+	want := map[string]any{"actor": "A", "pid": 4242.0, "host": host, "boot_id": boot, "pid_ns": float64(pidNS), "epoch": 1.0,
 		"acquired_at": tsAt(time.Second), "heartbeat_at": tsAt(time.Second), "expires_at": tsAt(601 * time.Second),
 		"max_hold_until": tsAt(time.Second + 30*time.Minute), "ttl_seconds": 600.0, "base": root}
+	if start, ok := l["pid_start"].(float64); ok && start > 0 {
+		want["pid_start"] = start // pid 4242 may name some process on this machine
+	}
 	if !reflect.DeepEqual(l, want) {
 		t.Fatalf("claim lease\n got %v\nwant %v", l, want)
 	}
