@@ -63,6 +63,8 @@ var classes = map[string]Class{
 	"KEY-UNKNOWN":         Refused,
 	"POLICY":              Refused,
 	"PATH-HELD":           Refused,
+	"PUSHER-DENIED":       Refused,
+	"PUSHER-UNKNOWN":      Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,
