@@ -131,8 +131,11 @@ func (a *app) policyCmd() *cobra.Command {
 		Use:   "set-pushers PUSHER=ACTOR[,ACTOR...]... | --clear",
 		Short: "bind the pushers a server authenticates to the actors they may push for (ACTOR may use *); replaces the whole binding",
 		Args: args(func(cmd *cobra.Command, argv []string) error {
+			if clearPushers && len(argv) > 0 {
+				return fmt.Errorf("--clear takes no PUSHER=ACTOR arguments")
+			}
 			if clearPushers {
-				return cobra.NoArgs(cmd, argv)
+				return nil
 			}
 			return cobra.MinimumNArgs(1)(cmd, argv)
 		}),
