@@ -26,8 +26,7 @@ type Env func(name string) (string, bool)
 
 // Pusher is who pushed, as the server said it, and the variable that said so.
 type Pusher struct {
-	Name string `json:"name"`
-	Var  string `json:"var"`
+	Name, Var string
 }
 
 // IdentifyPusher returns the pusher named by the first variable, of extra
@@ -83,6 +82,8 @@ func (c *Checker) pusherCheck(p *lease.Policy) func(*ledger.Applied) error {
 	}
 }
 
+// checkPusher judges one applied entry by the binding p in force before it
+// (nothing to judge while p binds no pushers).
 func checkPusher(p *lease.Policy, pusher Pusher, known bool, a *ledger.Applied) error {
 	if !p.PushersBound() {
 		return nil
