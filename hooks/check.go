@@ -102,8 +102,9 @@ type Checker struct {
 	Server bool
 	Remote string
 	// Pusher looks up the server environment's variables that name who
-	// pushed (os.LookupEnv in the server hook; nil: none). Read only on the
-	// server, and only while the policy binds pushers (pusherCheck).
+	// pushed (os.LookupEnv in the server hook; nil: none). Used only on the
+	// server; it decides anything only while the policy binds pushers
+	// (pusherCheck).
 	Pusher Env
 }
 
