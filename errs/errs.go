@@ -66,6 +66,8 @@ var classes = map[string]Class{
 	"IO-ERROR":            Refused,
 	"COMMAND-FAILED":      Refused,
 	"DEAD-HOLDER-REMOTE":  Refused,
+	"PUSHER-DENIED":       Refused,
+	"PUSHER-UNKNOWN":      Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,

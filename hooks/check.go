@@ -99,6 +99,11 @@ type Checker struct {
 	// mark what is new. Otherwise (pre-push) Remote names the remote pushed to.
 	Server bool
 	Remote string
+	// Pusher looks up the server environment's variables that name who
+	// pushed (os.LookupEnv in the server hook; nil: none). Used only on the
+	// server; it decides anything only while the policy binds pushers
+	// (pusherCheck).
+	Pusher Env
 }
 
 // Check returns the findings for a push. The ledger update, if any, is
@@ -177,18 +182,25 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	var skew func(*ledger.Applied) error // nil on the client: verify may then check segments in parallel
+	var each func(*ledger.Applied) error // nil on the client: verify may then check segments in parallel
 	if c.Server {
 		limit := c.Now.Add(time.Duration(p.SkewSeconds) * time.Second)
-		skew = func(a *ledger.Applied) error {
+		skew := func(a *ledger.Applied) error {
 			if ts, err := chain.ParseTime(a.Entry.TS); err == nil && ts.After(limit) {
 				return errs.New("POLICY", "entry %d is dated %s, more than %ds ahead of the server clock (%s)",
 					a.Entry.Seq, a.Entry.TS, p.SkewSeconds, chain.FormatTime(c.Now)).With("seq", a.Entry.Seq)
 			}
 			return refuseDeadHolder(a)
 		}
+		pusher := c.pusherCheck(p)
+		each = func(a *ledger.Applied) error {
+			if err := skew(a); err != nil {
+				return err
+			}
+			return pusher(a)
+		}
 	}
-	_, err = c.L.VerifyRangeEach(old, u.New, skew)
+	_, err = c.L.VerifyRangeEach(old, u.New, each)
 	if err != nil {
 		e := errs.From(err)
 		msg := e.Message

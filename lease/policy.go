@@ -3,6 +3,7 @@ package lease
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/zeebo/blake3"
@@ -43,6 +44,71 @@ type Policy struct {
 	// Admins may change the policy and anyone's keys; when empty, anyone may
 	// change the policy and each actor manages only its own keys.
 	Admins []string `json:"admins"`
+	// Pushers binds the identities a git server authenticates (the pusher) to
+	// the actors whose entries they may push (ActorPatterns). When non-empty,
+	// the server hook refuses a push whose pusher is unknown, or which adds an
+	// entry, or registers a key, for an actor its pusher may not use. Omitted
+	// from the state when empty, so ledgers written before the field existed
+	// replay to the same bytes.
+	Pushers map[string][]string `json:"pushers,omitempty"`
+	// PusherVar names one more environment variable the server hook reads
+	// the pusher from, ahead of the ones it knows (hooks.PusherVars).
+	PusherVar string `json:"pusher_var,omitempty"`
+}
+
+// MatchActor reports whether pattern matches the whole of actor: '*' matches
+// any run of characters (none included, '/' included), every other character
+// itself.
+func MatchActor(pattern, actor string) bool {
+	lit, rest, star := strings.Cut(pattern, "*")
+	if !star {
+		return pattern == actor
+	}
+	if !strings.HasPrefix(actor, lit) {
+		return false
+	}
+	actor = actor[len(lit):]
+	// Each '*' takes the shortest run after which the next literal matches:
+	// if any way of matching exists, the one with the leftmost literals does.
+	for {
+		lit, rest, star = strings.Cut(rest, "*")
+		if !star {
+			return len(actor) >= len(lit) && strings.HasSuffix(actor, lit)
+		}
+		i := strings.Index(actor, lit)
+		if i < 0 {
+			return false
+		}
+		actor = actor[i+len(lit):]
+	}
+}
+
+// PushersBound reports whether the policy binds pushers to actors.
+func (p *Policy) PushersBound() bool { return len(p.Pushers) > 0 }
+
+// PusherMay reports whether pusher may push entries of actor: whether one of
+// the patterns bound to pusher matches it. A pusher not in the binding may
+// use no actor.
+func (p *Policy) PusherMay(pusher, actor string) bool {
+	for _, pat := range p.Pushers[pusher] {
+		if MatchActor(pat, actor) {
+			return true
+		}
+	}
+	return false
+}
+
+// validPusherVar: an environment variable name as POSIX shells spell one.
+func validPusherVar(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultSkewSeconds is the skew tolerance when the policy does not set one.
@@ -72,6 +138,23 @@ func (p *Policy) isAdmin(actor string) bool {
 	return false
 }
 
+// PolicyAfter returns the policy an entry put in force, or nil if the entry
+// left the policy as it was.
+func (r *Result) PolicyAfter() (*Policy, error) {
+	if _, ok := r.Changes[policyKey]; !ok {
+		return nil, nil
+	}
+	return ReadPolicy(changesKV(r.Changes))
+}
+
+// changesKV reads a Result's changes as a state (a nil value is a deletion).
+type changesKV map[string][]byte
+
+func (c changesKV) Get(key string) ([]byte, bool, error) {
+	v := c[key]
+	return v, v != nil, nil
+}
+
 // PolicySet is the body of a "policy" entry: the fields to change.
 type PolicySet struct {
 	RequireSignatures *bool              `json:"require_signatures,omitempty"`
@@ -82,6 +165,10 @@ type PolicySet struct {
 	Roles             *map[string]int    `json:"roles,omitempty"`
 	ActorRoles        *map[string]string `json:"actor_roles,omitempty"`
 	Admins            *[]string          `json:"admins,omitempty"`
+	// Pushers replaces the whole binding; an empty map unbinds all pushers.
+	Pushers *map[string][]string `json:"pushers,omitempty"`
+	// PusherVar sets the extra pusher variable; "" removes it.
+	PusherVar *string `json:"pusher_var,omitempty"`
 }
 
 func validMode(m string) bool { return m == Off || m == Warn || m == Enforce }
@@ -163,8 +250,39 @@ func (r *rule) policy() (string, error) {
 		p.Admins = sorted(*b.Admins)
 		changed = append(changed, "admins")
 	}
+	if b.Pushers != nil {
+		pushers := make(map[string][]string, len(*b.Pushers))
+		for pusher, pats := range *b.Pushers {
+			if err := chain.ValidActor(pusher); err != nil {
+				return "", errs.New("USAGE", "pusher: %v", err)
+			}
+			if len(pats) == 0 {
+				return "", errs.New("USAGE", "pusher %s: no actor patterns (leave a pusher out to bind it to none)", pusher)
+			}
+			for _, pat := range pats {
+				if err := chain.ValidActor(pat); err != nil {
+					return "", errs.New("USAGE", "pusher %s: actor pattern: %v", pusher, err)
+				}
+			}
+			pushers[pusher] = sorted(slices.Clone(pats))
+		}
+		p.Pushers = pushers
+		changed = append(changed, "pushers")
+	}
+	if b.PusherVar != nil {
+		if !validPusherVar(*b.PusherVar) {
+			return "", errs.New("USAGE", "pusher_var %q must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes) or empty", *b.PusherVar)
+		}
+		p.PusherVar = *b.PusherVar
+		changed = append(changed, "pusher_var")
+	}
 	if len(changed) == 0 {
 		return "", errs.New("USAGE", "policy entry changes nothing")
+	}
+	// Without admins anyone may change the policy, so required signatures
+	// would protect nothing: any actor with a key could turn them off.
+	if p.RequireSignatures && len(p.Admins) == 0 {
+		return "", errs.New("POLICY", "require_signatures needs admins: without them any actor may turn signatures off again")
 	}
 	if err := r.t.put(policyKey, p); err != nil {
 		return "", err

@@ -118,8 +118,8 @@ func TestWrongKeyRefusedByWriterAndVerify(t *testing.T) {
 // forged into the ledger, fails verify with UNSIGNED.
 func TestRequireSignatures(t *testing.T) {
 	dir, l, _, _, _ := sigSetup(t)
-	yes := true
-	if _, err := l.Append("alice", sigDraft("policy", lease.PolicySet{RequireSignatures: &yes})); err != nil {
+	yes, admins := true, []string{"alice"}
+	if _, err := l.Append("alice", sigDraft("policy", lease.PolicySet{RequireSignatures: &yes, Admins: &admins})); err != nil {
 		t.Fatal(err)
 	}
 	signer := l.Signer

@@ -5,9 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/hooks"
 )
 
@@ -44,13 +47,26 @@ func (a *app) hooksCmd() *cobra.Command {
 			if self, err = filepath.EvalSymlinks(self); err != nil {
 				return err
 			}
+			var report *pusherReport
+			if server { // before Install moves the existing pre-receive aside
+				if report, err = newPusherReport(c); err != nil {
+					return err
+				}
+			}
 			paths, err := hooks.Install(c.L.Repo, self, names())
 			if err != nil {
 				return err
 			}
-			return a.emit(map[string]any{"installed": paths}, func(w io.Writer) {
+			out := map[string]any{"installed": paths}
+			if report != nil {
+				out["pusher"] = report
+			}
+			return a.emit(out, func(w io.Writer) {
 				for _, p := range paths {
 					fmt.Fprintf(w, "installed %s\n", p)
+				}
+				if report != nil {
+					report.print(w)
 				}
 			})
 		},
@@ -109,7 +125,7 @@ func (a *app) hookCmd() *cobra.Command {
 			var updates []hooks.Update
 			switch argv[0] {
 			case "pre-receive":
-				chk.Server = true
+				chk.Server, chk.Pusher = true, os.LookupEnv
 				updates, err = hooks.ParsePreReceive(cmd.InOrStdin())
 			case "pre-push":
 				if len(argv) < 2 {
@@ -144,4 +160,50 @@ func (a *app) hookCmd() *cobra.Command {
 		},
 	}
 	return cmd
+}
+
+// pusherReport is what `hooks install --server` found about pusher
+// identities: the mechanisms it saw evidence of, and whether the policy binds
+// pushers at all (only then does the hook use them).
+type pusherReport struct {
+	Mechanisms []hooks.PusherMechanism `json:"mechanisms"`
+	Vars       []string                `json:"vars"` // what the hook reads, in order
+	Bound      bool                    `json:"bound"`
+}
+
+func newPusherReport(c *tally.Client) (*pusherReport, error) {
+	home, _ := os.UserHomeDir()
+	r := &pusherReport{Mechanisms: hooks.DetectPushers(c.L.Repo, os.Environ(), home), Vars: hooks.PusherVars}
+	if r.Mechanisms == nil {
+		r.Mechanisms = []hooks.PusherMechanism{}
+	}
+	p, err := c.Policy()
+	if errs.Code(err) == "NOT-INITIALIZED" {
+		return r, nil // no ledger yet: no policy binds pushers
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Bound = p.PushersBound()
+	if p.PusherVar != "" {
+		r.Vars = append([]string{p.PusherVar}, r.Vars...)
+	}
+	return r, nil
+}
+
+func (r *pusherReport) print(w io.Writer) {
+	for _, m := range r.Mechanisms {
+		fmt.Fprintf(w, "pusher identity: %s sets %s (%s)\n", m.Server, m.Var, m.Evidence)
+	}
+	if len(r.Mechanisms) == 0 {
+		fmt.Fprintf(w, "pusher identity: no mechanism found here (the hook reads %s)\n", strings.Join(r.Vars, ", "))
+	}
+	switch {
+	case !r.Bound:
+		fmt.Fprintln(w, "pushers: the policy binds none, so any pusher may push any actor's entries (bind them with tally policy set-pushers)")
+	case len(r.Mechanisms) == 0:
+		fmt.Fprintln(w, "pushers: bound by the policy; unless the server sets one of those variables, every ledger push is refused (PUSHER-UNKNOWN)")
+	default:
+		fmt.Fprintln(w, "pushers: bound by the policy")
+	}
 }

@@ -31,9 +31,19 @@ func (a *app) policyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(map[string]any{"policy": p}, func(w io.Writer) {
-				fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\n",
-					p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins)
+			// The state omits pushers and pusher_var when empty (lease.Policy);
+			// the view always shows them, shadowing the embedded fields.
+			view := struct {
+				*lease.Policy
+				Pushers   map[string][]string `json:"pushers"`
+				PusherVar string              `json:"pusher_var"`
+			}{p, p.Pushers, p.PusherVar}
+			if view.Pushers == nil {
+				view.Pushers = map[string][]string{}
+			}
+			return a.emit(map[string]any{"policy": view}, func(w io.Writer) {
+				fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\n",
+					p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar)
 			})
 		},
 	}
@@ -43,9 +53,10 @@ func (a *app) policyCmd() *cobra.Command {
 		receipts, path string
 		protected      []string
 		admins         []string
+		pusherVar      string
 	)
 	set := &cobra.Command{
-		Use:   "set [--require-signatures] [--skew S] [--receipts MODE] [--path-leases MODE] [--protected REF,...] [--admins A,...]",
+		Use:   "set [--require-signatures] [--skew S] [--receipts MODE] [--path-leases MODE] [--protected REF,...] [--admins A,...] [--pusher-var NAME]",
 		Short: "change policy fields (MODE: off, warn or enforce)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,6 +80,9 @@ func (a *app) policyCmd() *cobra.Command {
 			if f.Changed("admins") {
 				p.Admins = &admins
 			}
+			if f.Changed("pusher-var") {
+				p.PusherVar = &pusherVar
+			}
 			return a.setPolicy(p)
 		},
 	}
@@ -78,6 +92,7 @@ func (a *app) policyCmd() *cobra.Command {
 	set.Flags().StringVar(&path, "path-leases", "", "pushes changing paths under another actor's lease: off, warn or enforce")
 	set.Flags().StringSliceVar(&protected, "protected", nil, "protected branches (full ref names)")
 	set.Flags().StringSliceVar(&admins, "admins", nil, "actors allowed to change the policy and anyone's keys")
+	set.Flags().StringVar(&pusherVar, "pusher-var", "", "environment variable (`NAME`) the server hook reads the pusher from first (\"\" removes it)")
 	roles := &cobra.Command{
 		Use:   "set-roles ROLE=PRIORITY...",
 		Short: "define roles and their priorities (higher preempts lower)",
@@ -111,7 +126,36 @@ func (a *app) policyCmd() *cobra.Command {
 			return a.setPolicy(lease.PolicySet{ActorRoles: &m})
 		},
 	}
-	cmd.AddCommand(show, set, roles, actors)
+	var clearPushers bool
+	pushers := &cobra.Command{
+		Use:   "set-pushers PUSHER=ACTOR[,ACTOR...]... | --clear",
+		Short: "bind the pushers a server authenticates to the actors they may push for (ACTOR may use *); replaces the whole binding",
+		Args: args(func(cmd *cobra.Command, argv []string) error {
+			if clearPushers && len(argv) > 0 {
+				return fmt.Errorf("--clear takes no PUSHER=ACTOR arguments")
+			}
+			if clearPushers {
+				return nil
+			}
+			return cobra.MinimumNArgs(1)(cmd, argv)
+		}),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			m := map[string][]string{}
+			for _, kv := range argv {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || v == "" {
+					return usageErr("expected PUSHER=ACTOR[,ACTOR...], got %q", kv)
+				}
+				if _, dup := m[k]; dup {
+					return usageErr("pusher %q given twice", k)
+				}
+				m[k] = strings.Split(v, ",")
+			}
+			return a.setPolicy(lease.PolicySet{Pushers: &m})
+		},
+	}
+	pushers.Flags().BoolVar(&clearPushers, "clear", false, "unbind all pushers")
+	cmd.AddCommand(show, set, roles, actors, pushers)
 	return cmd
 }
 

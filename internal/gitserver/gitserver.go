@@ -10,11 +10,13 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,21 +174,70 @@ func startDaemon(t testing.TB, root string, port int, env []string) (string, err
 // repository (NewBare sets it).
 func HTTP(t testing.TB, root string, env ...string) string {
 	t.Helper()
+	h, stderr := backend(t, root, env)
+	return serve(t, h, stderr)
+}
+
+// AnonPrefix is the path prefix under which HTTPAuth serves without
+// authentication.
+const AnonPrefix = "/anon"
+
+// HTTPAuth is HTTP behind an authenticating web server, the way one is put
+// in front of git http-backend: a request with HTTP basic credentials of
+// users (name → password) runs the backend with REMOTE_USER set to the name
+// (and AUTH_TYPE=Basic), as the CGI specification says a server does after
+// authenticating; wrong credentials get 401, and so does a request without
+// any (the challenge after which git sends its credentials). Under
+// AnonPrefix (baseURL + AnonPrefix + "/repo.git") requests without
+// credentials run the backend without REMOTE_USER, as on a server that also
+// lets anonymous users push.
+func HTTPAuth(t testing.TB, root string, users map[string]string, env ...string) string {
+	t.Helper()
+	h, stderr := backend(t, root, env)
+	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, hasAuth := r.BasicAuth()
+		if rest, anon := strings.CutPrefix(r.URL.Path, AnonPrefix+"/"); anon && !hasAuth {
+			r.URL.Path = "/" + rest
+			h.ServeHTTP(w, r)
+			return
+		}
+		if want, ok := users[user]; !hasAuth || !ok || pass != want {
+			w.Header().Set("WWW-Authenticate", `Basic realm="gitserver"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		// cgi.Handler never sets REMOTE_USER itself: a copy per request
+		// carries this request's user (later Env entries win).
+		hu := *h
+		hu.Env = append(slices.Clip(h.Env), "REMOTE_USER="+user, "AUTH_TYPE=Basic")
+		hu.ServeHTTP(w, r)
+	}), stderr)
+}
+
+// backend is git http-backend as a CGI handler for the repositories under
+// root, with env added to its environment.
+func backend(t testing.TB, root string, env []string) (*cgi.Handler, *lockedBuffer) {
+	t.Helper()
 	root, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := filepath.Join(gitExecPath(t), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
+	path := filepath.Join(gitExecPath(t), "git-http-backend")
+	if _, err := os.Stat(path); err != nil {
 		t.Skipf("git http-backend not available: %v", err)
 	}
 	stderr := &lockedBuffer{}
-	h := &cgi.Handler{
-		Path:   backend,
+	return &cgi.Handler{
+		Path:   path,
 		Dir:    root,
 		Env:    testrepo.Env(append([]string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, env...)...),
 		Stderr: stderr,
-	}
+	}, stderr
+}
+
+// serve serves h on a loopback httptest.Server until cleanup and returns its
+// URL.
+func serve(t testing.TB, h http.Handler, stderr *lockedBuffer) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		srv.Close()

@@ -15,12 +15,26 @@ import (
 	"github.com/tally-dev/tally/gitstore"
 )
 
+// serverVars are prefixes of variables git servers set for their hooks
+// (gitolite and GitLab GL_*, Gitea GITEA_*, Soft Serve SOFT_SERVE_*, and a web
+// server's REMOTE_USER): a test names the pusher itself or not at all.
+var serverVars = []string{"GL_", "GITEA_", "SOFT_SERVE_", "REMOTE_USER="}
+
+func namesPusher(kv string) bool {
+	for _, p := range serverVars {
+		if strings.HasPrefix(kv, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // Env returns an environment for running git and tally in tests: no system
-// or user configuration, a fixed identity.
+// or user configuration, a fixed identity, none of a git server's variables.
 func Env(extra ...string) []string {
 	env := []string{}
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GIT_") || strings.HasPrefix(kv, "TALLY_") || strings.HasPrefix(kv, "HOME=") {
+		if strings.HasPrefix(kv, "GIT_") || strings.HasPrefix(kv, "TALLY_") || strings.HasPrefix(kv, "HOME=") || namesPusher(kv) {
 			continue
 		}
 		env = append(env, kv)
