@@ -3,7 +3,6 @@ package tally
 import (
 	"crypto/rand"
 	"encoding/hex"
-	mrand "math/rand/v2"
 	"path/filepath"
 	"time"
 
@@ -107,13 +106,13 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	if o.Steal && o.ReclaimDead {
 		return nil, errs.New("USAGE", "steal and reclaim-dead exclude each other")
 	}
-	if o.ReclaimDead && c.Remote != "" {
+	if remote := c.Remote(); o.ReclaimDead && remote != "" {
 		// A server cannot observe another machine's processes, and the taker's
 		// word is all a dead-holder claim carries: through a shared remote a
 		// live lease ends only by expiry or max-hold steal (FORMAT.md §9a).
 		return nil, errs.New("DEAD-HOLDER-REMOTE", "claim --reclaim-dead is refused through remote %s: nobody there can check "+
-			"that the holder's process is gone; wait for the lease to expire, or claim --steal past its max-hold", c.Remote).
-			With("remote", c.Remote)
+			"that the holder's process is gone; wait for the lease to expire, or claim --steal past its max-hold", remote).
+			With("remote", remote)
 	}
 	if o.TTL == 0 {
 		o.TTL = lease.TTLDefault
@@ -125,17 +124,20 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	case o.ReclaimDead:
 		mode = lease.ModeReclaimDead
 	}
-	if o.Next && c.Remote == "" {
-		// Polling agents ask often when nothing is ready: answer from the tip
-		// without taking the writer lock (the append re-decides under it).
-		s, err := c.L.Head()
+	if o.Next {
+		// Polling agents ask often when nothing is ready: answer from a tip
+		// that needs no round trip, without taking the writer lock (the
+		// append re-decides under it).
+		s, ok, err := c.src.LocalHead()
 		if err != nil {
 			return nil, err
 		}
-		if cand, err := lease.Next(s, o.NextWave, c.L.EntryTime(s)); err != nil {
-			return nil, err
-		} else if cand == nil {
-			return nil, errs.New("NO-READY-CELL", "no cell is claimable now")
+		if ok {
+			if cand, err := lease.Next(s, o.NextWave, c.L.EntryTime(s)); err != nil {
+				return nil, err
+			} else if cand == nil {
+				return nil, noReadyCell(s, o.NextWave)
+			}
 		}
 	}
 	base := ""
@@ -156,7 +158,7 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 				return nil, err
 			}
 			if cand == nil {
-				return nil, errs.New("NO-READY-CELL", "no cell is claimable now")
+				return nil, noReadyCell(s, o.NextWave)
 			}
 			b.CellRef = lease.CellRef{Wave: cand.Wave, Cell: cand.Cell}
 		}
@@ -172,37 +174,52 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	return &LeaseResult{appendedOf(ap), target, ap.Result.Effect.(*lease.Granted)}, nil
 }
 
-// ClaimWait is Claim that keeps trying, for at most wait, while the answer is
-// NO-READY-CELL or LEASE-HELD: after each refusal it waits for the ledger to
-// change (an entry may finish a dependency or end a lease) or for a second to
-// pass (a lease may expire), then claims again. It gives up at once when
-// claim --next has no open cell left (lease.Open), since nothing could become
-// ready. After wait the last refusal is returned, with "waited" added.
-// onWait, if set, is called with the first refusal when the waiting starts.
-func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error)) (*LeaseResult, error) {
-	deadline := time.Now().Add(wait)
-	pause := 50 * time.Millisecond // remote mode: between polls of the remote
-	for {
-		seen, err := c.L.Tip()
-		if err != nil {
-			return nil, err
+// noReadyCell is claim --next's answer when no cell is claimable on s:
+// NO-READY-CELL (retryable) with the number of open cells (lease.Open), or,
+// when none is open, PLAN-COMPLETE: every cell is done or failed, and no
+// retry can change that until someone requeues a cell or plans more.
+func noReadyCell(s *ledger.Snapshot, wave string) error {
+	open, err := lease.Open(s, wave)
+	if err != nil {
+		return err
+	}
+	if open == 0 {
+		scope := "the plan"
+		if wave != "" {
+			scope = "wave " + wave
 		}
+		return errs.New("PLAN-COMPLETE", "every cell of %s is done or failed: nothing is left to claim (requeue a failed cell, or plan more)", scope).
+			With("open", 0)
+	}
+	return errs.New("NO-READY-CELL", "no cell is claimable now; %d open cells wait for deps or leases", open).With("open", open)
+}
+
+// ClaimWait is Claim that keeps trying, for at most wait, while the answer is
+// NO-READY-CELL or LEASE-HELD: after each refusal it waits for the source's
+// tip to move (an entry may finish a dependency or end a lease) or for a
+// second to pass (a lease may expire), then claims again. PLAN-COMPLETE, like
+// any other refusal, ends it at once. After wait the last refusal is
+// returned, with "waited" added. onWait, if set, is called with the first
+// refusal when the waiting starts.
+func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error)) (*LeaseResult, error) {
+	if wait <= 0 {
+		return c.Claim(o)
+	}
+	deadline := time.Now().Add(wait)
+	// Watch from before the first attempt, so an entry that lands between a
+	// refusal and the wait still wakes it.
+	w, err := c.src.Watch()
+	if err != nil {
+		return nil, err
+	}
+	for {
 		res, err := c.Claim(o)
-		if err == nil || wait <= 0 {
-			return res, err
+		if err == nil {
+			return res, nil
 		}
 		refusal := errs.From(err)
 		if refusal.Code != "NO-READY-CELL" && refusal.Code != "LEASE-HELD" {
 			return nil, err
-		}
-		if refusal.Code == "NO-READY-CELL" {
-			s, herr := c.L.Head()
-			if herr != nil {
-				return nil, herr
-			}
-			if open, oerr := lease.Open(s, o.NextWave); oerr != nil || open == 0 {
-				return nil, refusal.With("open", 0)
-			}
 		}
 		if !time.Now().Before(deadline) {
 			return nil, refusal.With("waited", wait.String())
@@ -211,29 +228,11 @@ func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error
 			onWait(refusal)
 			onWait = nil
 		}
-		if c.Remote != "" {
-			time.Sleep(min(pause/2+mrand.N(pause), time.Until(deadline)))
-			pause = min(2*pause, time.Second)
-			continue
-		}
 		until := time.Now().Add(time.Second)
 		if deadline.Before(until) {
 			until = deadline
 		}
-		c.awaitTipChange(seen, until)
-	}
-}
-
-// awaitTipChange returns when the ledger ref no longer points at seen, or at
-// until. Reading the ref is a small file read; polling it every two
-// milliseconds costs a waiting agent well under one percent of a core, and an
-// entry is noticed within that time of landing.
-func (c *Client) awaitTipChange(seen gitstore.ObjectID, until time.Time) {
-	for time.Now().Before(until) {
-		time.Sleep(min(2*time.Millisecond, time.Until(until)))
-		if tip, err := c.L.Tip(); err != nil || tip != seen {
-			return
-		}
+		w.Await(until)
 	}
 }
 

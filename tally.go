@@ -38,13 +38,18 @@ type Options struct {
 	SigningKey string
 }
 
-// Client operates on one repository's ledger as one actor.
+// Client operates on one repository's ledger as one actor. Its source,
+// chosen once in Open, is where the ledger of truth lives: every view,
+// append, verify and wait goes through it.
 type Client struct {
-	L      *ledger.Ledger
-	Actor  string
-	Remote string // "" for local mode
-	host   string
+	L     *ledger.Ledger
+	Actor string
+	src   ledger.Source
+	host  string
 }
+
+// Remote names the remote the client works through ("" in local mode).
+func (c *Client) Remote() string { return c.src.Remote() }
 
 // Open opens the ledger of the repository containing dir.
 func Open(dir string, opt Options) (*Client, error) {
@@ -57,11 +62,16 @@ func Open(dir string, opt Options) (*Client, error) {
 		l.Close()
 		return nil, err
 	}
-	c := &Client{L: l, Actor: opt.Actor, Remote: opt.Remote, host: host}
+	c := &Client{L: l, Actor: opt.Actor, host: host}
 	l.Maintainer = opt.Maintainer
 	cfg := l.Repo.Config()
-	if c.Remote == "" && !opt.Local {
-		c.Remote, _ = cfg.Value("tally.remote")
+	remote := opt.Remote
+	if remote == "" && !opt.Local {
+		remote, _ = cfg.Value("tally.remote")
+	}
+	c.src = l.Local()
+	if remote != "" {
+		c.src = l.RemoteSource(remote)
 	}
 	if c.Actor == "" {
 		c.Actor = os.Getenv("TALLY_ACTOR")
@@ -139,24 +149,9 @@ func (c *Client) appendBatch(builds []ledger.BuildFunc) ([]*ledger.Appended, err
 	if c.Actor == "" {
 		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
-	if c.Remote != "" {
-		return c.L.AppendRemote(c.Remote, c.Actor, builds)
-	}
-	return c.L.AppendBatch(c.Actor, builds)
+	return c.src.Append(c.Actor, builds)
 }
 
-// head returns the state views read: the local tip, or in remote mode the
-// remote's tip, fetched and verified.
-func (c *Client) head() (*ledger.Snapshot, error) {
-	if c.Remote == "" {
-		return c.L.Head()
-	}
-	tip, err := c.L.FetchRemote(c.Remote)
-	if err != nil {
-		return nil, err
-	}
-	if tip.IsZero() {
-		return nil, errs.New("NOT-INITIALIZED", "remote %s has no ledger at %s", c.Remote, c.L.Ref)
-	}
-	return c.L.SnapshotAt(tip)
-}
+// head returns the state views read: the source's tip (in remote mode
+// fetched and verified).
+func (c *Client) head() (*ledger.Snapshot, error) { return c.src.Head() }

@@ -10,7 +10,8 @@ import (
 )
 
 // StampCommitMessage adds (or replaces) a Tally-Checkpoint trailer with the
-// checkpoint of the local ledger tip to a commit message file: what the
+// checkpoint of the local ledger tip (whatever the source: a commit must
+// never wait on a server) to a commit message file: what the
 // commit-msg hook does. Without a ledger it does nothing. git places the
 // trailer (git interpret-trailers), so its conventions hold.
 func (c *Client) StampCommitMessage(file string) (*anchor.Checkpoint, error) {

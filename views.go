@@ -163,12 +163,7 @@ func (c *Client) Log(n int) ([]ledger.LogEntry, error) {
 
 // Verify verifies the ledger (incrementally unless full): the local one, or
 // in remote mode the remote's.
-func (c *Client) Verify(full bool) (*ledger.Report, error) {
-	if c.Remote == "" {
-		return c.L.Verify(full)
-	}
-	return c.L.VerifyRemote(c.Remote, full)
-}
+func (c *Client) Verify(full bool) (*ledger.Report, error) { return c.src.Verify(full) }
 
 // LiveLease returns the actor's live lease on a cell, checking the epoch if
 // epoch > 0: what `tally run` records evidence under.

@@ -42,6 +42,7 @@ var classes = map[string]Class{
 	// refused: the request breaks a rule or is malformed
 	"USAGE":               Refused,
 	"NOT-A-REPO":          Refused,
+	"PLAN-COMPLETE":       Refused,
 	"NOT-SUPPORTED":       Refused,
 	"NOT-INITIALIZED":     Refused,
 	"ALREADY-INITIALIZED": Refused,

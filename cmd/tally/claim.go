@@ -29,12 +29,12 @@ epoch + 1. A cell whose lease expired is reclaimed the same way.
                   from the boot and PID namespace its lease was claimed
                   in (local ledgers only: refused through a remote)
   --wait D        on NO-READY-CELL or LEASE-HELD, wait for the ledger to
-                  change and try again, for up to D; with --next it stops
-                  at once when no cell is left open (pending or claimed):
-                  the error then carries "open": 0
+                  change and try again, for up to D (in remote mode too)
 
 Refusals: LEASE-HELD (retryable; reports holder, epoch, expires_at),
-CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL,
+NO-READY-CELL (retryable; "open" cells may still become claimable),
+PLAN-COMPLETE (exit 2: every cell is done or failed, "open": 0),
+CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING,
 DEAD-HOLDER-REMOTE (--reclaim-dead with a remote).`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {

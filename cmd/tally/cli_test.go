@@ -1273,7 +1273,8 @@ func TestBackgroundCompaction(t *testing.T) {
 
 // claim --wait: a claim that finds nothing ready waits for the ledger to move
 // and is granted the cell the move made ready; with nothing left open it
-// returns NO-READY-CELL at once, with "open": 0; a wait that runs out returns
+// returns PLAN-COMPLETE (exit 2: no retry can help) at once, with "open": 0,
+// with or without --wait; a wait that runs out returns
 // the last refusal with "waited".
 func TestCLIClaimWait(t *testing.T) {
 	r := newRepo(t)
@@ -1317,9 +1318,10 @@ func TestCLIClaimWait(t *testing.T) {
 	}
 	// Only b is open; once done, nothing is: no wait at all.
 	r.ok("B", "done", "w/b", "--epoch", "1")
-	e = r.refuse(1, "NO-READY-CELL", "C", "claim", "--next", "--wait", "1h")
+	e = r.refuse(2, "PLAN-COMPLETE", "C", "claim", "--next", "--wait", "1h")
 	if e["open"] != float64(0) {
-		t.Fatalf("NO-READY-CELL with nothing open must say open 0: %v", e)
+		t.Fatalf("PLAN-COMPLETE must say open 0: %v", e)
 	}
+	r.refuse(2, "PLAN-COMPLETE", "C", "claim", "--next")
 	r.refuse(2, "USAGE", "C", "claim", "--next", "--wait", "-1s")
 }

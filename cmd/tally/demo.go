@@ -315,6 +315,8 @@ func (g *demoAgent) loop(crash bool) error {
 		res, err := g.tally("claim", "--next", "--ttl", "120")
 		switch {
 		case err == nil:
+		case errs.Is(err, "PLAN-COMPLETE"):
+			return nil
 		case errs.Is(err, "NO-READY-CELL"):
 			finished, rescued, err := g.rescue()
 			if err != nil {

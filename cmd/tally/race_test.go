@@ -182,8 +182,8 @@ type grant struct {
 }
 
 // drain runs procs workers, each a loop of `claim --next --wait` and `done`
-// until NO-READY-CELL with every cell done (claim --wait returns it at once
-// when no cell is left open, and otherwise waits for the ledger to move). It returns the claims and dones the
+// until PLAN-COMPLETE (claim --wait returns it at once when no cell is left
+// open, and otherwise waits for the ledger to move). It returns the claims and dones the
 // workers saw, by cell, and the wall time of every successful claim process.
 func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]grant, latencies []time.Duration, err error) {
 	var mu sync.Mutex
@@ -231,6 +231,8 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 					mu.Lock()
 					dones[cell] = append(dones[cell], grant{actor, int64(rcEpoch), int64(seq)})
 					mu.Unlock()
+				case c.Code == 2 && c.errCode() == "PLAN-COMPLETE":
+					return
 				case c.Code == 1 && c.errCode() == "NO-READY-CELL":
 					s := runTally(bin, dir, actor, "status", wave)
 					if s.Err != nil || s.Code != 0 {

@@ -61,11 +61,11 @@ another agent won the race. Views read the remote's ledger.`,
 				return err
 			}
 			defer c.Close()
-			return a.emit(map[string]any{"remote": c.Remote}, func(w io.Writer) {
-				if c.Remote == "" {
+			return a.emit(map[string]any{"remote": c.Remote()}, func(w io.Writer) {
+				if c.Remote() == "" {
 					fmt.Fprintln(w, "remote: none (local)")
 				} else {
-					fmt.Fprintf(w, "remote: %s\n", c.Remote)
+					fmt.Fprintf(w, "remote: %s\n", c.Remote())
 				}
 			})
 		},

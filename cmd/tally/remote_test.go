@@ -437,7 +437,7 @@ func netDrainLoop(bin, dir, actor string, limit int) (a netDrainAgent) {
 		case p.Err != nil:
 			a.err = fmt.Errorf("%s: %v", p, p.Err)
 			return
-		case p.Code == 1 && p.code() == "NO-READY-CELL":
+		case p.Code == 1 && p.code() == "NO-READY-CELL", p.Code == 2 && p.code() == "PLAN-COMPLETE":
 			return
 		case p.Code == 1 && p.code() == "CONFLICT":
 			a.conflicts++

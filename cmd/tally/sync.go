@@ -25,7 +25,7 @@ refuses it; none is dropped silently.`,
 				return err
 			}
 			defer c.Close()
-			remote := c.Remote
+			remote := c.Remote()
 			if len(argv) == 1 {
 				remote = argv[0]
 			}
