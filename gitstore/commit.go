@@ -70,15 +70,10 @@ func (c *Commit) Payload() []byte {
 	return b.Bytes()
 }
 
-// Canonical reports whether a parsed commit's bytes are exactly what Encode
-// writes for it: headers tree, parent…, author, committer and at most one
-// gpgsig, in that order, each once, and nothing else. Since the signature
-// headers are outside the signed payload, a commit whose payload is right
-// but which is not canonical carries a second signature header, a
-// gpgsig-sha256, or its one signature in another place: changes anyone can
-// make to a signed commit, and its id, without the key. A commit built in
-// memory is canonical.
-func (c *Commit) Canonical() bool { return c.raw == nil || bytes.Equal(c.raw, c.Encode()) }
+// Raw is the object c was parsed from (nil for a commit built in memory).
+// Comparing it with Encode of the commit a reader expects checks every byte,
+// signature headers included, which Payload leaves out.
+func (c *Commit) Raw() []byte { return c.raw }
 
 // Encode returns the commit object content.
 func (c *Commit) Encode() []byte { return c.encode(c.Signature) }

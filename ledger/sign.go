@@ -59,14 +59,10 @@ func (r *sigRule) checkSigner(signer *identity.Signer) error {
 // the actor has registered keys; it is required when the policy says so. An
 // actor without keys can sign nothing verifiably, which only matters when
 // signatures are required. Checked or not, a signature must be in its one
-// canonical form (identity.CheckCommitSignature), and the commit must carry
-// it in the one place Encode puts it: so the commit id is fixed by the entry
-// and what the key holder signed.
+// canonical form (identity.CheckCommitSignature), so that with the commit
+// itself exact (verify step 7) the commit id is fixed by the entry and what
+// the key holder signed.
 func (r *sigRule) check(c *gitstore.Commit) error {
-	if !c.Canonical() {
-		return errs.New("BAD-SIGNATURE", "the commit of %s's entry has a signature header that FORMAT.md §4 does not allow "+
-			"(a second gpgsig, a gpgsig-sha256, or a gpgsig out of place)", r.actor)
-	}
 	if c.Signature == "" {
 		if r.required {
 			return errs.New("UNSIGNED", "signatures are required and the commit of %s's entry is not signed", r.actor)
