@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 
 	"github.com/hiddeco/sshsig"
@@ -104,6 +105,10 @@ func parseCommitSignature(armored string) (*sshsig.Signature, error) {
 	case sig.PublicKey.Type() != ssh.KeyAlgoED25519 || sig.Signature.Format != ssh.KeyAlgoED25519 ||
 		len(sig.Signature.Blob) != ed25519.SignatureSize || len(sig.Signature.Rest) != 0:
 		return nil, fmt.Errorf("%w: not a plain ssh-ed25519 signature", ErrBadSignature)
+	case !canonicalScalar(sig.Signature.Blob[32:]):
+		// ed25519.Verify refuses it too; checked here so that a signature
+		// no key can check has the one form as well.
+		return nil, fmt.Errorf("%w: Ed25519 S is not below the group order", ErrBadSignature)
 	}
 	// Re-encoding from the fields that matter covers what is left: the
 	// version (Unarmor accepts only 1), the reserved field (Marshal writes it
@@ -115,6 +120,21 @@ func parseCommitSignature(armored string) (*sshsig.Signature, error) {
 		return nil, fmt.Errorf("%w: not in canonical form (armor, base64 or an SSHSIG field differs from what a signer writes)", ErrBadSignature)
 	}
 	return sig, nil
+}
+
+// groupOrder is L, the order of the Ed25519 base point: 2^252 +
+// 27742317777372353535851937790883648493.
+var groupOrder, _ = new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+
+// canonicalScalar reports whether s, 32 bytes little-endian, is below L, as
+// RFC 8032 §5.1.7 requires of a signature's S: S and S + L are otherwise the
+// same signature.
+func canonicalScalar(s []byte) bool {
+	be := make([]byte, len(s))
+	for i, b := range s {
+		be[len(s)-1-i] = b
+	}
+	return new(big.Int).SetBytes(be).Cmp(groupOrder) < 0
 }
 
 // VerifyCommit checks an armored commit signature over payload against the

@@ -130,6 +130,12 @@ func TestCommitSignatureOneForm(t *testing.T) {
 				Rest   []byte `ssh:"rest"`
 			}{inner.Format, inner.Blob, []byte{1, 2}}))
 		}), 64),
+		"Ed25519 S + L": armorWidth(blob(func(c *sshsigWire) {
+			c.Signature = string(ssh.Marshal(struct {
+				Format string
+				Blob   []byte
+			}{inner.Format, plusL(inner.Blob)}))
+		}), 64),
 		// the armor, changed without the key
 		"lines of 70 (ssh-keygen)": armorWidth(block.Bytes, 70),
 		"lines of 76":              armorWidth(block.Bytes, 76),
@@ -188,4 +194,20 @@ func unusedBitsSet(t *testing.T, armored, body string) string {
 		t.Fatal("setting an unused bit changed the decoded blob")
 	}
 	return out
+}
+
+// plusL returns the Ed25519 signature sig (R ‖ S) with the group order L
+// added to S: the same S modulo L, which a verifier that does not require
+// S < L (RFC 8032 §5.1.7) accepts as well.
+func plusL(sig []byte) []byte {
+	// L = 2^252 + 27742317777372353535851937790883648493, little-endian.
+	l := []byte{0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10}
+	out := append([]byte(nil), sig...)
+	carry := 0
+	for i := range 32 {
+		v := int(out[32+i]) + int(l[i]) + carry
+		out[32+i], carry = byte(v), v>>8
+	}
+	return out // S < L < 2^253, so S + L < 2^254 fits in 32 bytes
 }
