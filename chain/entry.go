@@ -147,8 +147,23 @@ func ParseTime(s string) (time.Time, error) {
 	return t, nil
 }
 
-// FormatTime formats t in TimeLayout (truncating to milliseconds).
+// FormatTime formats t in TimeLayout (truncating to milliseconds). Only for
+// a t that TimeInRange accepts is the result a timestamp ParseTime reads.
 func FormatTime(t time.Time) string { return t.UTC().Truncate(time.Millisecond).Format(TimeLayout) }
+
+// LastTime is the last instant TimeLayout can write: it has four digits for
+// the year.
+const LastTime = "9999-12-31T23:59:59.999Z"
+
+// TimeInRange reports whether FormatTime(t) is a timestamp ParseTime
+// accepts: whether t, in UTC at millisecond precision, lies in years
+// 0000..9999. Any later (or earlier) instant is written with another number
+// of year digits, which no reader accepts, so nothing out of range may be
+// stored.
+func TimeInRange(t time.Time) bool {
+	y := t.UTC().Truncate(time.Millisecond).Year()
+	return y >= 0 && y <= 9999
+}
 
 // Decode parses stored entry bytes. It fails if the bytes are not canonical, a
 // field is missing or unknown, or a field is malformed; it does not check links.

@@ -32,9 +32,23 @@ type Commit struct {
 	raw []byte // the parsed object, when c came from ParseCommit
 }
 
-// Payload is the commit without its signature header: the bytes a commit
-// signature signs. For a parsed commit it is cut from the original bytes, so
-// headers tally does not model are kept.
+// sigHeaders are the commit signature headers: git leaves every one of them,
+// with its continuation lines, out of what a commit signature signs (the
+// SHA-1 and the SHA-256 object format each have their own).
+var sigHeaders = []string{"gpgsig ", "gpgsig-sha256 "}
+
+func isSigHeader(line string) bool {
+	for _, h := range sigHeaders {
+		if strings.HasPrefix(line, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// Payload is the commit without its signature headers: the bytes a commit
+// signature signs, cut as git cuts them. For a parsed commit it is cut from
+// the original bytes, so headers tally does not model are kept.
 func (c *Commit) Payload() []byte {
 	if c.raw == nil {
 		return c.encode("")
@@ -43,7 +57,7 @@ func (c *Commit) Payload() []byte {
 	var b bytes.Buffer
 	inSig := false
 	for _, line := range strings.Split(string(header), "\n") {
-		if strings.HasPrefix(line, "gpgsig ") || (inSig && strings.HasPrefix(line, " ")) {
+		if isSigHeader(line) || (inSig && strings.HasPrefix(line, " ")) {
 			inSig = true
 			continue
 		}
@@ -55,6 +69,11 @@ func (c *Commit) Payload() []byte {
 	b.Write(msg)
 	return b.Bytes()
 }
+
+// Raw is the object c was parsed from (nil for a commit built in memory).
+// Comparing it with Encode of the commit a reader expects checks every byte,
+// signature headers included, which Payload leaves out.
+func (c *Commit) Raw() []byte { return c.raw }
 
 // Encode returns the commit object content.
 func (c *Commit) Encode() []byte { return c.encode(c.Signature) }

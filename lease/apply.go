@@ -118,6 +118,9 @@ func Apply(state chain.KV, e *chain.Entry) (*Result, error) {
 	default:
 		err = errs.New("USAGE", "unknown entry kind %q", e.Kind)
 	}
+	if err == nil {
+		err = r.outOfRange
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +131,9 @@ type rule struct {
 	t   *txn
 	e   *chain.Entry
 	now time.Time
+	// outOfRange is the refusal of the first derived time ts could not
+	// store, if any.
+	outOfRange error
 }
 
 // body decodes the entry body strictly: unknown fields are a malformed entry.
@@ -140,7 +146,19 @@ func (r *rule) body(v any) error {
 	return nil
 }
 
-func (r *rule) ts(d time.Duration) string { return chain.FormatTime(r.now.Add(d)) }
+// ts is the entry time plus d, as stored: every time the rules store is made
+// here. A time TimeLayout cannot write (after chain.LastTime) would make each
+// later read of the state fail, so the first one is kept in r.outOfRange and
+// refuses the entry once its rule has run (USAGE: the entry asks for more
+// than the format holds, like a TTL out of range).
+func (r *rule) ts(d time.Duration) string {
+	t := r.now.Add(d)
+	if !chain.TimeInRange(t) && r.outOfRange == nil {
+		r.outOfRange = errs.New("USAGE", "an entry at %s cannot store %s (its time + %s): timestamps end at %s",
+			r.e.TS, t.UTC().Format(time.RFC3339Nano), d, chain.LastTime).With("limit", chain.LastTime)
+	}
+	return chain.FormatTime(t)
+}
 
 // after reports whether the entry time is strictly after the stored instant.
 func (r *rule) after(stamp string) (bool, error) { return expiredAt(stamp, r.now) }

@@ -58,7 +58,10 @@ func (r *sigRule) checkSigner(signer *identity.Signer) error {
 // check applies the rule to a ledger commit. A signature is checked whenever
 // the actor has registered keys; it is required when the policy says so. An
 // actor without keys can sign nothing verifiably, which only matters when
-// signatures are required.
+// signatures are required. Checked or not, a signature must be in its one
+// canonical form (identity.CheckCommitSignature), so that with the commit
+// itself exact (verify step 7) the commit id is fixed by the entry and what
+// the key holder signed.
 func (r *sigRule) check(c *gitstore.Commit) error {
 	if c.Signature == "" {
 		if r.required {
@@ -66,17 +69,17 @@ func (r *sigRule) check(c *gitstore.Commit) error {
 		}
 		return nil
 	}
+	var err error
 	if len(r.keys) == 0 {
 		if r.required {
 			return errs.New("BAD-SIGNATURE", "%s has no registered key to check the signature against", r.actor)
 		}
-		return nil
+		err = identity.CheckCommitSignature(c.Signature)
+	} else {
+		_, err = identity.VerifyCommit(c.Payload(), c.Signature, r.keys)
 	}
-	if _, err := identity.VerifyCommit(c.Payload(), c.Signature, r.keys); err != nil {
-		if errors.Is(err, identity.ErrBadSignature) {
-			return errs.New("BAD-SIGNATURE", "entry of %s: %v", r.actor, err)
-		}
-		return err
+	if errors.Is(err, identity.ErrBadSignature) {
+		return errs.New("BAD-SIGNATURE", "entry of %s: %v", r.actor, err)
 	}
-	return nil
+	return err
 }

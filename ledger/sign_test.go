@@ -174,3 +174,120 @@ func sigResign(t *testing.T, l *ledger.Ledger, id gitstore.ObjectID, s *identity
 	}
 	return nid
 }
+
+// sigWriteCommit writes raw commit bytes and returns their id.
+func sigWriteCommit(t *testing.T, l *ledger.Ledger, raw []byte) gitstore.ObjectID {
+	t.Helper()
+	pw := gitstore.NewPackWriter()
+	id := pw.Add(gitstore.CommitObject, raw)
+	if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// sigVerifyFails points the ledger at forged (whose parent is p.Parent) and
+// requires verify to fail with code at p's seq, then puts the ref back.
+func sigVerifyFails(t *testing.T, dir string, l *ledger.Ledger, p *ledger.Prepared, forged gitstore.ObjectID, code string) {
+	t.Helper()
+	testrepo.Git(t, dir, "update-ref", l.Ref, forged.String())
+	_, err := l.Verify(true)
+	if err == nil {
+		t.Errorf("verify accepted it, want %s at seq %d", code, p.Entry.Seq)
+	} else if e := errs.From(err); e.Code != code || e.Details["seq"] != p.Entry.Seq {
+		t.Errorf("verify: got %v (details %v), want %s at seq %d", err, e.Details, code, p.Entry.Seq)
+	}
+	testrepo.Git(t, dir, "update-ref", l.Ref, p.Parent.String())
+}
+
+// A signed ledger commit has its signature in one header, in one place: each
+// way of adding or moving a signature header outside what the signature
+// signs gives the entry another commit id without the key, and fails verify
+// with BAD-SIGNATURE. The commit as written verifies.
+func TestSignatureHeaderOneForm(t *testing.T) {
+	dir, l, alice, _, _ := sigSetup(t)
+	yes := true
+	if _, err := l.Append("alice", sigDraft("policy", lease.PolicySet{RequireSignatures: &yes})); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Prepare("alice", note("signed once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := l.Repo.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, raw, err := db.Read(p.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, msg, _ := strings.Cut(string(raw), "\n\n")
+	start := strings.Index(header, "\ngpgsig ")
+	if start < 0 {
+		t.Fatalf("prepared commit is not signed:\n%s", raw)
+	}
+	sigLines := header[start+1:] // "gpgsig -----BEGIN…\n …\n -----END SSH SIGNATURE-----"
+	unsigned := header[:start]   // tree … committer
+	other, err := alice.SignCommit([]byte("another payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherLines := "gpgsig " + strings.ReplaceAll(strings.TrimSuffix(other, "\n"), "\n", "\n ")
+	authorAt := strings.Index(unsigned, "\nauthor ")
+	forgeries := map[string]string{
+		"gpgsig twice":                  unsigned + "\n" + sigLines + "\n" + sigLines,
+		"another gpgsig before it":      unsigned + "\n" + otherLines + "\n" + sigLines,
+		"gpgsig-sha256 beside it":       unsigned + "\n" + sigLines + "\n" + strings.Replace(otherLines, "gpgsig ", "gpgsig-sha256 ", 1),
+		"gpgsig before author":          unsigned[:authorAt] + "\n" + sigLines + unsigned[authorAt:],
+		"only a gpgsig-sha256":          unsigned + "\n" + strings.Replace(sigLines, "gpgsig ", "gpgsig-sha256 ", 1),
+		"blank continuation line after": unsigned + "\n" + sigLines + "\n ",
+	}
+	for name, h := range forgeries {
+		t.Run(name, func(t *testing.T) {
+			forged := sigWriteCommit(t, l, []byte(h+"\n\n"+msg))
+			sigVerifyFails(t, dir, l, p, forged, "BAD-SIGNATURE")
+		})
+	}
+	testrepo.Git(t, dir, "update-ref", l.Ref, p.Commit.String())
+	if _, err := l.Verify(true); err != nil {
+		t.Fatalf("the commit as written: %v", err)
+	}
+}
+
+// A signature that cannot be checked (the actor has no key, signatures are
+// not required) is still accepted only in its canonical form: a re-armored
+// copy of it is BAD-SIGNATURE.
+func TestUncheckableSignatureCanonical(t *testing.T) {
+	dir, l, _, bob, _ := sigSetup(t)
+	l.Signer = bob // carol has no key: bob's signature on her entry is not checkable
+	p, err := l.Prepare("carol", note("signed, not checkable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := l.Repo.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.ReadCommit(p.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(c.Signature, "\n"), "\n")
+	b64 := strings.Join(lines[1:len(lines)-1], "")
+	var rewrapped []string
+	for len(b64) > 70 { // ssh-keygen's line length
+		rewrapped, b64 = append(rewrapped, b64[:70]), b64[70:]
+	}
+	rewrapped = append(rewrapped, b64)
+	forged := &gitstore.Commit{Tree: c.Tree, Parents: c.Parents, Author: c.Author, Committer: c.Committer, Message: c.Message,
+		Signature: lines[0] + "\n" + strings.Join(rewrapped, "\n") + "\n" + lines[len(lines)-1] + "\n"}
+	if forged.Signature == c.Signature {
+		t.Fatal("re-armoring changed nothing")
+	}
+	sigVerifyFails(t, dir, l, p, sigWriteCommit(t, l, forged.Encode()), "BAD-SIGNATURE")
+	testrepo.Git(t, dir, "update-ref", l.Ref, p.Commit.String())
+	if _, err := l.Verify(true); err != nil {
+		t.Fatalf("the commit as written: %v", err)
+	}
+}

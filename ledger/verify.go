@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -326,9 +327,20 @@ func (v *verifier) check(w walked, f fetched) error {
 	if tree != c.Tree {
 		return v.fail("STATE-MISMATCH", "commit %s has tree %s, replaying the entries gives %s", w.id, c.Tree, tree)
 	}
+	// The commit must be byte for byte the one §4 prescribes, carrying the
+	// signature it has (if any) in the one place Encode puts it. Where it is
+	// not, the signature headers, which are outside the signed payload,
+	// tell a change of what was signed (COMMIT-MISMATCH) from a second
+	// gpgsig, a gpgsig-sha256 or a gpgsig out of place: changes anyone can
+	// make to a signed commit, and to its id, without the key.
 	want := CommitFor(applied, tree, v.parent)
-	if string(want.Payload()) != string(c.Payload()) {
-		return v.fail("COMMIT-MISMATCH", "commit %s does not match its entry (author, committer, message or trailers)", w.id)
+	want.Signature = c.Signature
+	if !bytes.Equal(want.Encode(), c.Raw()) {
+		if !bytes.Equal(want.Payload(), c.Payload()) {
+			return v.fail("COMMIT-MISMATCH", "commit %s does not match its entry (author, committer, message or trailers)", w.id)
+		}
+		return v.fail("BAD-SIGNATURE", "commit %s of %s's entry has a signature header FORMAT.md §4 does not allow "+
+			"(a second gpgsig, a gpgsig-sha256, or a gpgsig out of place)", w.id, c.Author.Name)
 	}
 	if err := sig.check(c); err != nil {
 		e := errs.From(err)

@@ -1037,6 +1037,21 @@ type forged struct {
 // correct). It moves the ref with git update-ref.
 func forge(t testing.TB, dir, kind, actor, ts string, body any, rules bool) forged {
 	t.Helper()
+	var rule forgeRule
+	if rules {
+		rule = lease.Apply
+	}
+	return forgeBy(t, dir, kind, actor, ts, body, rule)
+}
+
+// forgeRule stands in for lease.Apply when forging: the state changes and
+// summary an entry is written with.
+type forgeRule func(state chain.KV, e *chain.Entry) (*lease.Result, error)
+
+// forgeBy is forge with the entry's state changes and summary made by rule
+// (none: unchanged state, summary "<kind> (forged)").
+func forgeBy(t testing.TB, dir, kind, actor, ts string, body any, rule forgeRule) forged {
+	t.Helper()
 	l, err := ledger.Open(dir, ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -1062,8 +1077,8 @@ func forge(t testing.TB, dir, kind, actor, ts string, body any, rules bool) forg
 	}
 	tree := snap.Tree
 	summary := kind + " (forged)"
-	if rules {
-		res, err := lease.Apply(tree, e)
+	if rule != nil {
+		res, err := rule(tree, e)
 		if err != nil {
 			t.Fatalf("forge with rules: %v", err)
 		}

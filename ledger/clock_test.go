@@ -1,0 +1,31 @@
+package ledger_test
+
+import (
+	"testing"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// TALLY_NOW whose UTC time is outside the years an entry's time can carry is
+// USAGE before anything is written; an offset that keeps it inside is fine.
+func TestEnvClockRange(t *testing.T) {
+	for _, tc := range []struct {
+		now string
+		ok  bool
+	}{
+		{"9999-12-31T23:59:59.999Z", true},
+		{"9999-12-31T18:59:59.999-05:00", true},
+		{"9999-12-31T23:00:00-05:00", false}, // 10000-01-01T04:00:00Z
+		{"0000-01-01T00:30:00+01:00", false}, // year -1
+	} {
+		t.Setenv("TALLY_NOW", tc.now)
+		clock, err := ledger.EnvClock()
+		if tc.ok && (err != nil || clock().IsZero()) {
+			t.Errorf("TALLY_NOW=%s: %v", tc.now, err)
+		}
+		if !tc.ok && !errs.Is(err, "USAGE") {
+			t.Errorf("TALLY_NOW=%s: got %v, want USAGE", tc.now, err)
+		}
+	}
+}
