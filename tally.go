@@ -105,7 +105,12 @@ func loadSigner(path string) (*identity.Signer, error) {
 		}
 		path = filepath.Join(home, rest)
 	}
-	return identity.LoadSigner(strings.TrimSuffix(path, ".pub"))
+	path = strings.TrimSuffix(path, ".pub")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return identity.ParseSigner(b, path)
 }
 
 // repoDir is where git commands about this repository run.

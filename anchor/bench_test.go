@@ -263,9 +263,7 @@ func BenchmarkVerifySigned(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				path := filepath.Join(b.TempDir(), "key")
-				os.WriteFile(path, priv, 0o600)
-				if l.Signer, err = identity.LoadSigner(path); err != nil {
+				if l.Signer, err = identity.ParseSigner(priv, "key"); err != nil {
 					b.Fatal(err)
 				}
 				key, _, _ := identity.NormalizeKey(pub)

@@ -36,24 +36,6 @@ func (r *Repo) refPath(name string) string {
 	return filepath.Join(r.CommonDir, filepath.FromSlash(name))
 }
 
-// ValidRefName reports whether name is a full ref name tally accepts.
-func ValidRefName(name string) bool {
-	if !strings.HasPrefix(name, "refs/") {
-		return false
-	}
-	for _, part := range strings.Split(name, "/") {
-		if part == "" || strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
-			return false
-		}
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < 0x20 { // git refuses control characters; they would break packed-refs lines
-			return false
-		}
-	}
-	return !strings.ContainsAny(name, " ~^:?*[\\\x7f") && !strings.Contains(name, "..") && !strings.Contains(name, "@{")
-}
-
 // ReadRef returns the value of a full ref name, or ErrNoRef.
 func (r *Repo) ReadRef(name string) (ObjectID, error) {
 	id, err := r.readLooseRef(name, 0)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"github.com/tally-dev/tally/refname"
 )
 
 // ResolveCommit resolves a revision to a commit id. Full ids, HEAD and
@@ -24,7 +26,7 @@ func (r *Repo) ResolveCommit(rev string) (ObjectID, error) {
 	default:
 		err = ErrNoRef
 		for _, name := range []string{rev, "refs/heads/" + rev, "refs/tags/" + rev, "refs/remotes/" + rev} {
-			if strings.HasPrefix(name, "refs/") && ValidRefName(name) {
+			if strings.HasPrefix(name, "refs/") && refname.Valid(name) {
 				if id, err = r.ReadRef(name); !errors.Is(err, ErrNoRef) {
 					break
 				}

@@ -3,24 +3,14 @@ package identity
 import (
 	"crypto/ed25519"
 	"fmt"
-	"os"
 
 	"golang.org/x/crypto/ssh"
 )
 
-// LoadEd25519 reads an unencrypted OpenSSH ed25519 private key file, the
-// form LoadSigner accepts, and returns the raw key, for signers other than
-// SSHSIG (such as checkpoint notes).
-func LoadEd25519(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseEd25519(b, path)
-}
-
-// ParseEd25519 is LoadEd25519 for a key file already read (path names it in
-// errors).
+// ParseEd25519 parses an unencrypted OpenSSH ed25519 private key file's
+// content b, the form ParseSigner accepts, and returns the raw key, for
+// signers other than SSHSIG (such as checkpoint notes). path names the file
+// in errors; the caller reads it (this package does no I/O).
 func ParseEd25519(b []byte, path string) (ed25519.PrivateKey, error) {
 	raw, err := ssh.ParseRawPrivateKey(b)
 	if err != nil {

@@ -42,9 +42,10 @@ type Signer struct {
 	PublicKey string
 }
 
-// LoadSigner reads an OpenSSH ed25519 private key file (unencrypted).
-func LoadSigner(path string) (*Signer, error) {
-	priv, err := LoadEd25519(path)
+// ParseSigner makes a commit signer from an unencrypted OpenSSH ed25519
+// private key file's content b (path names the file in errors).
+func ParseSigner(b []byte, path string) (*Signer, error) {
+	priv, err := ParseEd25519(b, path)
 	if err != nil {
 		return nil, err
 	}

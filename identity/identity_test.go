@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,20 +45,15 @@ func armorWidth(blob []byte, width int) string {
 // refused as a bad signature; most of them need no key at all, so accepting
 // them would let anyone give a signed ledger commit another id.
 func TestCommitSignatureOneForm(t *testing.T) {
-	dir := t.TempDir()
 	priv, pub, err := identity.Generate("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "alice")
-	if err := os.WriteFile(path, priv, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := identity.LoadSigner(path)
+	signer, err := identity.ParseSigner(priv, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := identity.LoadEd25519(path)
+	raw, err := identity.ParseEd25519(priv, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}

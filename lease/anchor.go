@@ -6,7 +6,7 @@ import (
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
-	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/refname"
 )
 
 // maxAnchorRefs bounds the refs of one anchor entry, and so the objects it
@@ -90,7 +90,7 @@ func (r *rule) anchor() (string, error) {
 	}
 	refs := make([]string, 0, len(b.Refs))
 	for ref, id := range b.Refs {
-		if !gitstore.ValidRefName(ref) {
+		if !refname.Valid(ref) {
 			return "", errs.New("USAGE", "anchor ref %q is not a full ref name", ref)
 		}
 		if !chain.IsLowerHex(id, 40) {

@@ -11,6 +11,7 @@ import (
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/identity"
+	"github.com/tally-dev/tally/refname"
 )
 
 // Enforcement modes of push policies.
@@ -213,7 +214,7 @@ func (r *rule) policy() (string, error) {
 	}
 	if b.Protected != nil {
 		for _, ref := range *b.Protected {
-			if !strings.HasPrefix(ref, "refs/") || strings.ContainsAny(ref, " \t\n~^:?*[\\") {
+			if !refname.Valid(ref) {
 				return "", errs.New("USAGE", "protected ref %q must be a full ref name", ref)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/identity"
+	"github.com/tally-dev/tally/refname"
 )
 
 // DefaultNamespace is the ref prefix of a ledger; the ledger itself is
@@ -66,7 +67,7 @@ func Open(dir string, opt Options) (*Ledger, error) {
 		ns = DefaultNamespace
 	}
 	ns = strings.TrimSuffix(ns, "/")
-	if !gitstore.ValidRefName(ns + "/ledger") {
+	if !refname.Valid(ns + "/ledger") {
 		return nil, errs.New("USAGE", "namespace %q does not form a valid ref name", ns)
 	}
 	now := opt.Now

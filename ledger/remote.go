@@ -14,6 +14,7 @@ import (
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/refname"
 )
 
 // In remote mode the remote's ledger ref is the single point of truth. An
@@ -46,7 +47,7 @@ func (l *Ledger) writeRemoteRecord(remote string, tip gitstore.ObjectID) error {
 // remote given as a URL is named by a hash of it (a URL is no ref name).
 func (l *Ledger) trackingRef(remote string) string {
 	name := remote
-	if !gitstore.ValidRefName("refs/remotes/" + name + "/x") {
+	if !refname.Valid("refs/remotes/" + name + "/x") {
 		sum := sha256.Sum256([]byte(remote))
 		name = "tally-url-" + hex.EncodeToString(sum[:8])
 	}

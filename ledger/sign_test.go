@@ -28,7 +28,7 @@ func sigKey(t *testing.T, dir, name string) (*identity.Signer, string) {
 	if err := os.WriteFile(path, priv, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := identity.LoadSigner(path)
+	s, err := identity.ParseSigner(priv, path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -99,7 +100,11 @@ func TestPushSignedCommitOneForm(t *testing.T) {
 			header, msg, _ := strings.Cut(string(raw), "\n\n")
 			at := strings.Index(header, "\ngpgsig ")
 			sigHeader := header[at:] // "\ngpgsig …" to the end of the header
-			priv, err := identity.LoadEd25519(keyFile)
+			keyBytes, err := os.ReadFile(keyFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			priv, err := identity.ParseEd25519(keyBytes, keyFile)
 			if err != nil {
 				t.Fatal(err)
 			}

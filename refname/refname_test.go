@@ -1,4 +1,4 @@
-package gitstore
+package refname
 
 import (
 	"os/exec"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// ValidRefName accepts a full ref name exactly when git check-ref-format does
+// Valid accepts a full ref name exactly when git check-ref-format does
 // (tally also requires the refs/ prefix, which every name here has).
-func TestValidRefNameAgreesWithGit(t *testing.T) {
+func TestValidAgreesWithGit(t *testing.T) {
 	names := []string{
 		"refs/heads/main", "refs/tally/ledger", "refs/tally/checkpoints/x-1", "refs/heads/ü", "refs/heads/a.b",
 		"refs/heads/a\tb", "refs/heads/a\x01", "refs/heads/a\x7f", "refs/heads/.x", "refs/heads/x.lock",
@@ -18,8 +18,8 @@ func TestValidRefNameAgreesWithGit(t *testing.T) {
 	}
 	for _, name := range names {
 		git := exec.Command("git", "check-ref-format", name).Run() == nil
-		if got := ValidRefName(name); got != git {
-			t.Errorf("ValidRefName(%q) = %v, git check-ref-format says %v", strings.ToValidUTF8(name, "?"), got, git)
+		if got := Valid(name); got != git {
+			t.Errorf("Valid(%q) = %v, git check-ref-format says %v", strings.ToValidUTF8(name, "?"), got, git)
 		}
 	}
 }
