@@ -248,7 +248,6 @@ func decodeBitmap(s string, size int) (bitmap, error) {
 }
 
 func (b bitmap) String() string { return base64.RawURLEncoding.EncodeToString(b) }
-func (b bitmap) has(i int) bool { return b[i/8]&(1<<(i%8)) != 0 }
 func (b bitmap) set(i int, v bool) {
 	if v {
 		b[i/8] |= 1 << (i % 8)

@@ -54,10 +54,6 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 	return out[0], nil
 }
 
-// AppendBatch appends several entries, each built on the state the previous
-// one leaves, with one pack and one compare-and-swap: all of them land or
-// none does. It is how bulk work (benchmarks, sync) avoids paying for
-// durability once per entry.
 // lockWriter takes the clone's writer lock (one tally writer of the ledger at
 // a time); one held longer than writerLockTimeout is CONFLICT.
 func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
@@ -68,6 +64,10 @@ func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
 	return wl, err
 }
 
+// AppendBatch appends several entries, each built on the state the previous
+// one leaves, with one pack and one compare-and-swap: all of them land or
+// none does. It is how bulk work (benchmarks, sync) avoids paying for
+// durability once per entry.
 func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, error) {
 	if err := chain.ValidActor(actor); err != nil {
 		return nil, errs.New("USAGE", "%v", err)

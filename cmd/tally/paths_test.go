@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,6 +143,11 @@ func TestCLILockRace(t *testing.T) {
 	}
 	if len(held) != rounds || locks != rounds {
 		t.Fatalf("%d live locks and %d lock entries for %d rounds: %v", len(held), locks, rounds, held)
+	}
+	slices.Sort(held)
+	slices.Sort(winners)
+	if !slices.Equal(held, winners) {
+		t.Fatalf("the live locks %v are not the ones granted %v", held, winners)
 	}
 	r.ok("x", "verify", "--full")
 }

@@ -205,7 +205,6 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// cellArg parses "WAVE/CELL".
 // leaseCell serves the commands that act on the caller's own lease (renew,
 // release, fail, done): it parses the WAVE/CELL argument, requires --epoch,
 // and opens a client with an actor. The caller closes the client.
@@ -222,6 +221,7 @@ func (a *app) leaseCell(cmd *cobra.Command, arg string) (c *tally.Client, wave, 
 	return c, wave, cell, nil
 }
 
+// cellArg parses "WAVE/CELL".
 func cellArg(s string) (string, string, error) {
 	w, c, ok := strings.Cut(s, "/")
 	if !ok || w == "" || c == "" {
