@@ -37,6 +37,7 @@ var classes = map[string]Class{
 	"BUSY":               Retryable,
 	"REMOTE-UNREACHABLE": Retryable,
 	"WAIT-TIMEOUT":       Retryable,
+	"HOOK-TIMEOUT":       Retryable,
 
 	// refused: the request breaks a rule or is malformed
 	"USAGE":               Refused,
@@ -63,6 +64,7 @@ var classes = map[string]Class{
 	"KEY-UNKNOWN":         Refused,
 	"POLICY":              Refused,
 	"PATH-HELD":           Refused,
+	"LIMIT-EXCEEDED":      Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,

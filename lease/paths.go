@@ -197,6 +197,8 @@ type paths struct {
 	locks   []indexedLock // live at now, sorted by pattern
 	cells   []PathHold    // live claimed cells' declared paths
 	waits   []indexedWait // live at now, sorted by waiter
+	idx     *holdIndex    // of locks and cells, built by index
+	spent   int64         // check cost charged so far (see charge)
 	dirtyL  bool          // locks differs from the stored index
 	dirtyW  bool
 	deleted []string // wait records of expired waits, to delete with the index
@@ -292,32 +294,163 @@ type conflict struct {
 	preempt   bool   // a lock of a lower-priority actor
 }
 
+// holdIndex is the live holds indexed by pathspec.Key, so that a check tests
+// only the holds a requested pattern can overlap: those whose key is a prefix
+// of the pattern's key (its ancestors, walking down the trie) and those whose
+// key extends it (the subtree below). A tree of segments rather than a map of
+// prefixes keeps the walk linear in the pattern's length.
+type holdIndex struct {
+	holds []PathHold // locks in pattern order, then cells' paths in plan order
+	order []int      // indexes of holds, sorted by key
+	root  *keyNode
+}
+
+// keyNode is one key in the trie: order[lo:end] are the holds with exactly
+// this key, order[lo:hi] those with this key or one below it. Sorting by key
+// makes both ranges contiguous, the exact key first.
+type keyNode struct {
+	kids        map[string]*keyNode
+	lo, end, hi int
+}
+
+func newHoldIndex(holds []PathHold) *holdIndex {
+	keys := make([]string, len(holds))
+	order := make([]int, len(holds))
+	for i, h := range holds {
+		keys[i], order[i] = pathspec.Key(h.Pattern), i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
+	x := &holdIndex{holds: holds, order: order, root: &keyNode{}}
+	for k, i := range order {
+		n := x.root
+		visit := func(n *keyNode) {
+			if n.hi == 0 { // first visit: no hold has exactly this key yet
+				n.lo, n.end = k, k
+			}
+			n.hi = k + 1
+		}
+		visit(n)
+		for seg := range keySegments(keys[i]) {
+			next := n.kids[seg]
+			if next == nil {
+				if n.kids == nil {
+					n.kids = map[string]*keyNode{}
+				}
+				next = &keyNode{}
+				n.kids[seg] = next
+			}
+			n = next
+			visit(n)
+		}
+		n.end = k + 1
+	}
+	return x
+}
+
+// keySegments yields the segments of a key ("a/b/" yields "a", "b").
+func keySegments(key string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for key != "" {
+			i := strings.IndexByte(key, '/')
+			if !yield(key[:i]) {
+				return
+			}
+			key = key[i+1:]
+		}
+	}
+}
+
+// candidates returns the indexes (into holds, ascending) of the holds of
+// actors other than actor that pattern may overlap, and the cost of testing
+// them all (the sum of pathspec.Cost).
+func (x *holdIndex) candidates(actor, pattern string) ([]int, int64) {
+	var out []int
+	var cost int64
+	take := func(from, to int) {
+		for _, i := range x.order[from:to] {
+			if h := x.holds[i]; h.Actor != actor {
+				out = append(out, i)
+				cost += pathspec.Cost(pattern, h.Pattern)
+			}
+		}
+	}
+	n := x.root
+	take(n.lo, n.end)
+	for seg := range keySegments(pathspec.Key(pattern)) {
+		if n = n.kids[seg]; n == nil {
+			break
+		}
+		take(n.lo, n.end)
+	}
+	if n != nil {
+		take(n.end, n.hi)
+	}
+	slices.Sort(out)
+	return out, cost
+}
+
+// index returns the index of the live holds, built on first use; setLock and
+// dropLock drop it.
+func (s *paths) index() *holdIndex {
+	if s.idx == nil {
+		holds := make([]PathHold, 0, len(s.locks)+len(s.cells))
+		for _, l := range s.locks {
+			holds = append(holds, PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"})
+		}
+		s.idx = newHoldIndex(append(holds, s.cells...))
+	}
+	return s.idx
+}
+
+// request is one pattern an actor asks for.
+type request struct{ actor, pattern string }
+
+// charge refuses, with LIMIT-EXCEEDED, a check of reqs whose candidate pairs
+// would cost more than MaxCheckCost together with what the entry already
+// checked. Callers charge every request before testing any, so an entry over
+// budget is refused before the expensive work.
+func (s *paths) charge(reqs ...request) error {
+	for _, r := range reqs {
+		_, c := s.index().candidates(r.actor, r.pattern)
+		s.spent += c
+	}
+	if s.spent > MaxCheckCost {
+		return limitErr(limitCheckCost, s.spent, MaxCheckCost,
+			"checking %d pattern(s) against the %d live path holds costs too much", len(reqs), len(s.index().holds))
+	}
+	return nil
+}
+
 // conflicts returns the holds of actors other than actor that overlap
-// pattern: locks in pattern order, then cells' paths in plan order.
+// pattern: locks in pattern order, then cells' paths in plan order. The
+// caller has charged it.
 func (s *paths) conflicts(actor, pattern string) []conflict {
 	var out []conflict
 	prio := s.pol.Priority(actor)
-	for _, l := range s.locks {
-		if l.Actor == actor {
-			continue
-		}
-		if w, ok := pathspec.Overlap(pattern, l.Pattern); ok {
-			h := PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"}
-			out = append(out, conflict{pattern, h, w, prio > s.pol.Priority(l.Actor)})
-		}
-	}
-	for _, h := range s.cells {
-		if h.Actor == actor {
-			continue
-		}
+	x := s.index()
+	cands, _ := x.candidates(actor, pattern)
+	for _, i := range cands {
+		h := x.holds[i]
 		if w, ok := pathspec.Overlap(pattern, h.Pattern); ok {
-			out = append(out, conflict{pattern, h, w, false})
+			isLock := i < len(s.locks)
+			out = append(out, conflict{pattern, h, w, isLock && prio > s.pol.Priority(h.Actor)})
 		}
 	}
 	return out
 }
 
-// blockers returns the sorted actors whose holds deny pattern to actor.
+// checkHolds refuses, with LIMIT-EXCEEDED, an entry that would leave more
+// than MaxLiveHolds live holds: added new ones, dropped of the current ones
+// go.
+func (s *paths) checkHolds(added, dropped int) error {
+	if n := len(s.locks) + len(s.cells) - dropped + added; n > MaxLiveHolds {
+		return limitErr(limitLiveHolds, int64(n), MaxLiveHolds, "%d live path holds after this entry", n)
+	}
+	return nil
+}
+
+// blockers returns the sorted actors whose holds deny pattern to actor. The
+// caller has charged it.
 func (s *paths) blockers(actor, pattern string) []string {
 	var out []string
 	for _, c := range s.conflicts(actor, pattern) {
@@ -332,6 +465,13 @@ func (s *paths) blockers(actor, pattern string) []string {
 // plan decides a lock request: the leases it preempts (sorted by pattern),
 // or LEASE-HELD for the first conflict it may not preempt.
 func (s *paths) plan(actor string, patterns []string) ([]Preempted, error) {
+	reqs := make([]request, len(patterns))
+	for i, p := range patterns {
+		reqs[i] = request{actor, p}
+	}
+	if err := s.charge(reqs...); err != nil {
+		return nil, err
+	}
 	var out []Preempted
 	for _, p := range patterns {
 		for _, c := range s.conflicts(actor, p) {
@@ -368,13 +508,13 @@ func (s *paths) setLock(l indexedLock) {
 	} else {
 		s.locks = slices.Insert(s.locks, i, l)
 	}
-	s.dirtyL = true
+	s.dirtyL, s.idx = true, nil
 }
 
 func (s *paths) dropLock(pattern string) {
 	if i, ok := s.lockAt(pattern); ok {
 		s.locks = slices.Delete(s.locks, i, i+1)
-		s.dirtyL = true
+		s.dirtyL, s.idx = true, nil
 	}
 }
 
@@ -455,8 +595,8 @@ func (r *rule) freeLock(s *paths, pl *PathLock, bump bool) error {
 // checkPatterns checks that patterns are 1..MaxLockPatterns normalized
 // patterns in strictly increasing order.
 func checkPatterns(patterns []string) error {
-	if len(patterns) == 0 || len(patterns) > MaxLockPatterns {
-		return errs.New("USAGE", "give 1..%d patterns", MaxLockPatterns)
+	if err := CheckLockCount(len(patterns)); err != nil {
+		return err
 	}
 	for i, p := range patterns {
 		if err := checkPattern(p); err != nil {
@@ -470,6 +610,9 @@ func checkPatterns(patterns []string) error {
 }
 
 func checkPattern(p string) error {
+	if err := checkPatternLen(p); err != nil {
+		return err
+	}
 	if n, err := pathspec.Normalize(p); err != nil || n != p {
 		return errs.New("USAGE", "pattern %q is not a normalized pathspec", p)
 	}
@@ -497,6 +640,15 @@ func (r *rule) lock() (string, any, error) {
 	}
 	s, err := loadPaths(r.t, r.now)
 	if err != nil {
+		return "", nil, err
+	}
+	added := 0
+	for _, p := range b.Patterns {
+		if _, held := s.lockAt(p); !held {
+			added++
+		}
+	}
+	if err := s.checkHolds(added, 0); err != nil {
 		return "", nil, err
 	}
 	g := &LockGrant{Locks: []Lock{}, Renewed: []string{}, Preempted: []Preempted{}}
@@ -696,6 +848,9 @@ func (r *rule) wait() (string, error) {
 	if err := checkPattern(b.Pattern); err != nil {
 		return "", err
 	}
+	if err := s.charge(request{r.e.Actor, b.Pattern}); err != nil {
+		return "", err
+	}
 	want := s.blockers(r.e.Actor, b.Pattern)
 	if len(want) == 0 {
 		return "", errs.New("USAGE", "%s is not blocked for %s: lock it instead", b.Pattern, r.e.Actor)
@@ -731,7 +886,10 @@ func (r *rule) breakDeadlocks() (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	g := s.graph()
+	g, err := s.graph()
+	if err != nil {
+		return "", nil, err
+	}
 	if len(g.Cycles) == 0 {
 		return "", nil, errs.New("USAGE", "no deadlock to break")
 	}
@@ -780,7 +938,14 @@ func equalCycles(a, b [][]string) bool {
 // (byte order). A victim's wait is cleared, which removes its edges out; the
 // components are then recomputed on what remains, until no cycle is left.
 // Cycles are the components of the first round.
-func (s *paths) graph() *WaitGraph {
+func (s *paths) graph() (*WaitGraph, error) {
+	reqs := make([]request, len(s.waits))
+	for i, w := range s.waits {
+		reqs[i] = request{w.Waiter, w.Pattern}
+	}
+	if err := s.charge(reqs...); err != nil {
+		return nil, err
+	}
 	g := &WaitGraph{Edges: []WaitEdge{}, Cycles: [][]string{}, Victims: []string{}}
 	adj := map[string][]string{}
 	for _, w := range s.waits {
@@ -809,7 +974,7 @@ func (s *paths) graph() *WaitGraph {
 		}
 	}
 	sort.Strings(g.Victims)
-	return g
+	return g, nil
 }
 
 // tarjan returns the strongly connected components of at least two nodes of

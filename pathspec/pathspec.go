@@ -48,9 +48,11 @@ import (
 )
 
 // MaxLen is the longest spec, in bytes, that Normalize accepts. Overlap costs
-// time and memory proportional to the product of the two pattern lengths; this
-// bound keeps the worst case at tens of milliseconds.
-const MaxLen = 4096
+// time and memory proportional to the product of the two pattern lengths
+// (see Cost); this bound keeps one test of two patterns of the worst kind
+// (one long segment full of stars each) at about 5 ms. Real repository paths
+// are far shorter: git's own tests treat 255 bytes per segment as long.
+const MaxLen = 1024
 
 // Normalize returns the normal form of spec, or an error saying why spec is not
 // a pattern. The normal form is a fixed point: Normalize(n) == n, nil for every
@@ -133,13 +135,43 @@ func Match(pattern, path string) bool {
 	return matchSegs(compile(pattern), segs)
 }
 
+// Key returns the literal directory prefix of a normalized pattern: its
+// leading segments that hold no '*' or '?', each followed by '/' ("" if the
+// first segment is a glob). For every path P the pattern matches, P + "/"
+// begins with the key, so two patterns can overlap only if one's key is a
+// prefix of the other's: "src/a/*.go" (key "src/a/") and "src/b" (key
+// "src/b/") cannot, whatever follows. Callers index patterns by it.
+func Key(pattern string) string {
+	end := 0 // the key is pattern[:end] plus, if the whole pattern is literal, a '/'
+	for i := 0; i <= len(pattern); i++ {
+		if i < len(pattern) && (pattern[i] == '*' || pattern[i] == '?') {
+			return pattern[:end]
+		}
+		if i == len(pattern) || pattern[i] == '/' {
+			end = i + 1
+		}
+	}
+	return pattern + "/"
+}
+
+// Cost is an upper bound on the work of Overlap(a, b), in steps of its
+// tables: (len(a)+2)·(len(b)+2). The segment table has one cell per pair of
+// segments and each glob pair's table one cell per pair of characters; with
+// the "**" compile appends, both sum to at most this. Callers budget a scan
+// of many pairs with it; it depends on the lengths alone, so a budget is the
+// same for every implementation.
+func Cost(a, b string) int64 { return int64(len(a)+2) * int64(len(b)+2) }
+
 // Overlap reports whether some path matches both normalized patterns a and b.
 // If so, witness is such a path, built from literals of a and b and the filler
 // character 'x'; it is deterministic and short, though not always shortest.
 // Overlap is exact: ok is false only if no path at all matches both.
 // Overlap(a, b) and Overlap(b, a) agree on ok. Time and memory are
-// O(len(a)·len(b)).
+// O(len(a)·len(b)) (see Cost), and O(len(a)+len(b)) when the keys differ.
 func Overlap(a, b string) (witness string, ok bool) {
+	if ka, kb := Key(a), Key(b); !strings.HasPrefix(ka, kb) && !strings.HasPrefix(kb, ka) {
+		return "", false
+	}
 	pa, pb := compile(a), compile(b)
 	if allGlobstar(pa) && allGlobstar(pb) {
 		// Both match every path, but the search below would accept the empty
