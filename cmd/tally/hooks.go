@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -93,6 +94,7 @@ func (a *app) hookCmd() *cobra.Command {
 		Hidden: true,
 		Args:   args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			start := time.Now() // the server's time bound counts from here
 			c, err := a.client(false)
 			if err != nil {
 				return err
@@ -107,9 +109,13 @@ func (a *app) hookCmd() *cobra.Command {
 			}
 			chk := &hooks.Checker{L: c.L, Now: c.L.Now()}
 			var updates []hooks.Update
+			var bound time.Duration // none on the client: its user can interrupt
 			switch argv[0] {
 			case "pre-receive":
 				chk.Server = true
+				if bound, err = hooks.Timeout(c.L.Repo); err != nil {
+					return err
+				}
 				updates, err = hooks.ParsePreReceive(cmd.InOrStdin())
 			case "pre-push":
 				if len(argv) < 2 {
@@ -123,7 +129,7 @@ func (a *app) hookCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			findings, err := chk.Check(updates)
+			findings, err := chk.CheckWithin(updates, start, bound)
 			if err != nil {
 				return err
 			}
