@@ -273,9 +273,10 @@ func cellHolds(t *txn, now time.Time) ([]PathHold, error) {
 			if exp, err := expiredAt(c.Lease.ExpiresAt, now); err != nil || exp {
 				return false, err
 			}
+			src := "cell " + w + "/" + id
 			for _, pat := range c.Paths {
 				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
-					ExpiresAt: c.Lease.ExpiresAt, Source: "cell " + w + "/" + id, cell: CellRef{Wave: w, Cell: id}})
+					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}})
 			}
 			return false, nil
 		})
@@ -302,15 +303,20 @@ type conflict struct {
 type holdIndex struct {
 	holds []PathHold // locks in pattern order, then cells' paths in plan order
 	order []int      // indexes of holds, sorted by key
-	root  *keyNode
+	nodes []keyNode  // the trie; nodes[0] is the root (key "")
+	kids  map[keyEdge]int
 }
 
 // keyNode is one key in the trie: order[lo:end] are the holds with exactly
 // this key, order[lo:hi] those with this key or one below it. Sorting by key
 // makes both ranges contiguous, the exact key first.
-type keyNode struct {
-	kids        map[string]*keyNode
-	lo, end, hi int
+type keyNode struct{ lo, end, hi int }
+
+// keyEdge names a child: the parent's index in nodes and the segment. One
+// map for the whole trie costs far less to build than one per node.
+type keyEdge struct {
+	parent int
+	seg    string
 }
 
 func newHoldIndex(holds []PathHold) *holdIndex {
@@ -320,29 +326,27 @@ func newHoldIndex(holds []PathHold) *holdIndex {
 		keys[i], order[i] = pathspec.Key(h.Pattern), i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
-	x := &holdIndex{holds: holds, order: order, root: &keyNode{}}
+	x := &holdIndex{holds: holds, order: order, nodes: []keyNode{{}}, kids: map[keyEdge]int{}}
 	for k, i := range order {
-		n := x.root
-		visit := func(n *keyNode) {
-			if n.hi == 0 { // first visit: no hold has exactly this key yet
-				n.lo, n.end = k, k
+		n := 0
+		visit := func(n int) {
+			if x.nodes[n].hi == 0 { // first visit: no hold has exactly this key yet
+				x.nodes[n].lo, x.nodes[n].end = k, k
 			}
-			n.hi = k + 1
+			x.nodes[n].hi = k + 1
 		}
 		visit(n)
 		for seg := range keySegments(keys[i]) {
-			next := n.kids[seg]
-			if next == nil {
-				if n.kids == nil {
-					n.kids = map[string]*keyNode{}
-				}
-				next = &keyNode{}
-				n.kids[seg] = next
+			next, ok := x.kids[keyEdge{n, seg}]
+			if !ok {
+				next = len(x.nodes)
+				x.nodes = append(x.nodes, keyNode{})
+				x.kids[keyEdge{n, seg}] = next
 			}
 			n = next
 			visit(n)
 		}
-		n.end = k + 1
+		x.nodes[n].end = k + 1
 	}
 	return x
 }
@@ -374,16 +378,16 @@ func (x *holdIndex) candidates(actor, pattern string) ([]int, int64) {
 			}
 		}
 	}
-	n := x.root
-	take(n.lo, n.end)
+	n, below := 0, true
+	take(x.nodes[0].lo, x.nodes[0].end)
 	for seg := range keySegments(pathspec.Key(pattern)) {
-		if n = n.kids[seg]; n == nil {
+		if n, below = x.kids[keyEdge{n, seg}]; !below {
 			break
 		}
-		take(n.lo, n.end)
+		take(x.nodes[n].lo, x.nodes[n].end)
 	}
-	if n != nil {
-		take(n.end, n.hi)
+	if below {
+		take(x.nodes[n].end, x.nodes[n].hi)
 	}
 	slices.Sort(out)
 	return out, cost

@@ -155,12 +155,17 @@ func Key(pattern string) string {
 }
 
 // Cost is an upper bound on the work of Overlap(a, b), in steps of its
-// tables: (len(a)+2)·(len(b)+2). The segment table has one cell per pair of
-// segments and each glob pair's table one cell per pair of characters; with
-// the "**" compile appends, both sum to at most this. Callers budget a scan
-// of many pairs with it; it depends on the lengths alone, so a budget is the
-// same for every implementation.
-func Cost(a, b string) int64 { return int64(len(a)+2) * int64(len(b)+2) }
+// tables: (len(a)+2)·(len(b)+2) + PairCost. The segment table has one cell
+// per pair of segments and each glob pair's table one cell per pair of
+// characters; with the "**" compile appends, both sum to at most the
+// product. PairCost stands for the set-up of one test (compiling both
+// patterns, allocating the tables), which dominates for short patterns.
+// Callers budget a scan of many pairs with it; it depends on the lengths
+// alone, so a budget is the same for every implementation.
+func Cost(a, b string) int64 { return int64(len(a)+2)*int64(len(b)+2) + PairCost }
+
+// PairCost is the part of Cost that does not depend on the lengths.
+const PairCost = 256
 
 // Overlap reports whether some path matches both normalized patterns a and b.
 // If so, witness is such a path, built from literals of a and b and the filler
@@ -179,7 +184,7 @@ func Overlap(a, b string) (witness string, ok bool) {
 		return string(filler), true
 	}
 	var buf []uint8 // scratch for intersect and commonSegment
-	exA, exB := examples(pa, &buf), examples(pb, &buf)
+	exA, exB := satisfiable(pa), satisfiable(pb)
 
 	// The product of the two segment-level automata. Cell (i, j) means pa[:i]
 	// and pb[:j] have matched a common sequence of segments. Every transition
@@ -207,9 +212,9 @@ func Overlap(a, b string) (witness string, ok bool) {
 				continue
 			}
 			switch {
-			case pa[i].globstar && !pb[j].globstar && exB[j] != "":
+			case pa[i].globstar && !pb[j].globstar && exB[j]:
 				cell[i*w+j+1] |= reached // "**" absorbs the segment pb[j] matches
-			case pb[j].globstar && !pa[i].globstar && exA[i] != "":
+			case pb[j].globstar && !pa[i].globstar && exA[i]:
 				cell[(i+1)*w+j] |= reached
 			case !pa[i].globstar && !pb[j].globstar:
 				if intersect(pa[i].glob, pb[j].glob, &buf) {
@@ -232,11 +237,11 @@ func Overlap(a, b string) (witness string, ok bool) {
 		case i > 0 && j > 0 && cell[(i-1)*w+j-1]&diagOK != 0:
 			segs = append(segs, commonSegment(pa[i-1].glob, pb[j-1].glob, &buf))
 			i, j = i-1, j-1
-		case i > 0 && j < len(pb) && pb[j].globstar && exA[i-1] != "" && cell[(i-1)*w+j]&reached != 0:
-			segs = append(segs, exA[i-1])
+		case i > 0 && j < len(pb) && pb[j].globstar && exA[i-1] && cell[(i-1)*w+j]&reached != 0:
+			segs = append(segs, commonSegment(pa[i-1].glob, starGlob, &buf))
 			i--
-		case j > 0 && i < len(pa) && pa[i].globstar && exB[j-1] != "" && cell[i*w+j-1]&reached != 0:
-			segs = append(segs, exB[j-1])
+		case j > 0 && i < len(pa) && pa[i].globstar && exB[j-1] && cell[i*w+j-1]&reached != 0:
+			segs = append(segs, commonSegment(pb[j-1].glob, starGlob, &buf))
 			j--
 		case i > 0 && pa[i-1].globstar && cell[(i-1)*w+j]&reached != 0:
 			i--
@@ -307,17 +312,24 @@ func allGlobstar(segs []segment) bool {
 	return true
 }
 
-// examples returns, for each glob segment, a valid path segment it matches. It
-// returns "" for "**" and for a glob that matches no valid segment, which only
-// unnormalized patterns such as ".." have.
-func examples(segs []segment, buf *[]uint8) []string {
-	ex := make([]string, len(segs))
+// satisfiable reports, for each segment, whether it is a glob that matches
+// some valid path segment (the witness walk then takes one with
+// commonSegment). Only a glob of literals can fail: the empty glob, "." and
+// ".." (which only unnormalized patterns have). A '*' or '?' can take the
+// filler, which makes any segment valid.
+func satisfiable(segs []segment) []bool {
+	ok := make([]bool, len(segs))
 	for i, s := range segs {
-		if !s.globstar {
-			ex[i] = commonSegment(s.glob, starGlob, buf)
+		if s.globstar {
+			continue
 		}
+		dots := len(s.glob) <= 2
+		for _, r := range s.glob {
+			dots = dots && r == '.'
+		}
+		ok[i] = !dots
 	}
-	return ex
+	return ok
 }
 
 // starGlob is the glob "*", which matches every valid segment.
