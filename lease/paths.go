@@ -194,12 +194,13 @@ type WaitGraph struct {
 type paths struct {
 	t       *txn
 	pol     *Policy
-	locks   []indexedLock // live at now, sorted by pattern
-	cells   []PathHold    // live claimed cells' declared paths
-	waits   []indexedWait // live at now, sorted by waiter
-	idx     *holdIndex    // of locks and cells, built by index
-	spent   int64         // check cost charged so far (see charge)
-	dirtyL  bool          // locks differs from the stored index
+	locks   []indexedLock     // live at now, sorted by pattern
+	cells   []PathHold        // live claimed cells' declared paths
+	waits   []indexedWait     // live at now, sorted by waiter
+	all     []PathHold        // locks and cells, built by holds
+	cands   map[request][]int // candidates of the requests charged, into all
+	spent   int64             // check cost charged so far (see charge)
+	dirtyL  bool              // locks differs from the stored index
 	dirtyW  bool
 	deleted []string // wait records of expired waits, to delete with the index
 }
@@ -295,42 +296,39 @@ type conflict struct {
 	preempt   bool   // a lock of a lower-priority actor
 }
 
-// holdIndex is the live holds indexed by pathspec.Key, so that a check tests
-// only the holds a requested pattern can overlap: those whose key is a prefix
-// of the pattern's key (its ancestors, walking down the trie) and those whose
-// key extends it (the subtree below). A tree of segments rather than a map of
-// prefixes keeps the walk linear in the pattern's length.
-type holdIndex struct {
-	holds []PathHold // locks in pattern order, then cells' paths in plan order
-	order []int      // indexes of holds, sorted by key
-	nodes []keyNode  // the trie; nodes[0] is the root (key "")
+// keyTrie is a set of pattern keys (pathspec.Key) as a tree of segments:
+// order lists the patterns by key, and each node's patterns are contiguous
+// in it. Walking a key down the trie visits, segment by segment, the nodes of
+// the keys that are its prefixes; the node where the walk ends holds the keys
+// it is a prefix of below it. One map for all nodes costs far less to build
+// than one per node.
+type keyTrie struct {
+	order []int     // pattern indexes sorted by key
+	nodes []keyNode // nodes[0] is the root (the empty key)
 	kids  map[keyEdge]int
 }
 
-// keyNode is one key in the trie: order[lo:end] are the holds with exactly
-// this key, order[lo:hi] those with this key or one below it. Sorting by key
-// makes both ranges contiguous, the exact key first.
+// keyNode is one key: order[lo:end] are the patterns with exactly this key,
+// order[lo:hi] those with this key or one below it. Sorting by key makes
+// both ranges contiguous, the exact key first.
 type keyNode struct{ lo, end, hi int }
 
-// keyEdge names a child: the parent's index in nodes and the segment. One
-// map for the whole trie costs far less to build than one per node.
+// keyEdge names a child: the parent's index in nodes and the segment.
 type keyEdge struct {
 	parent int
 	seg    string
 }
 
-func newHoldIndex(holds []PathHold) *holdIndex {
-	keys := make([]string, len(holds))
-	order := make([]int, len(holds))
-	for i, h := range holds {
-		keys[i], order[i] = pathspec.Key(h.Pattern), i
+func newKeyTrie(keys []string) *keyTrie {
+	x := &keyTrie{order: make([]int, len(keys)), nodes: []keyNode{{}}, kids: map[keyEdge]int{}}
+	for i := range keys {
+		x.order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
-	x := &holdIndex{holds: holds, order: order, nodes: []keyNode{{}}, kids: map[keyEdge]int{}}
-	for k, i := range order {
+	sort.SliceStable(x.order, func(a, b int) bool { return keys[x.order[a]] < keys[x.order[b]] })
+	for k, i := range x.order {
 		n := 0
 		visit := func(n int) {
-			if x.nodes[n].hi == 0 { // first visit: no hold has exactly this key yet
+			if x.nodes[n].hi == 0 { // first visit: no pattern has exactly this key yet
 				x.nodes[n].lo, x.nodes[n].end = k, k
 			}
 			x.nodes[n].hi = k + 1
@@ -351,6 +349,26 @@ func newHoldIndex(holds []PathHold) *holdIndex {
 	return x
 }
 
+// related calls f with each pattern of the trie whose key is prefix-related
+// to key: a prefix of it (in order of length) or extending it.
+func (x *keyTrie) related(key string, f func(i int)) {
+	each := func(from, to int) {
+		for _, i := range x.order[from:to] {
+			f(i)
+		}
+	}
+	n := 0
+	each(x.nodes[0].lo, x.nodes[0].end)
+	for seg := range keySegments(key) {
+		var ok bool
+		if n, ok = x.kids[keyEdge{n, seg}]; !ok {
+			return
+		}
+		each(x.nodes[n].lo, x.nodes[n].end)
+	}
+	each(x.nodes[n].end, x.nodes[n].hi)
+}
+
 // keySegments yields the segments of a key ("a/b/" yields "a", "b").
 func keySegments(key string) func(func(string) bool) {
 	return func(yield func(string) bool) {
@@ -364,77 +382,77 @@ func keySegments(key string) func(func(string) bool) {
 	}
 }
 
-// candidates returns the indexes (into holds, ascending) of the holds of
-// actors other than actor that pattern may overlap, and the cost of testing
-// them all (the sum of pathspec.Cost).
-func (x *holdIndex) candidates(actor, pattern string) ([]int, int64) {
-	var out []int
-	var cost int64
-	take := func(from, to int) {
-		for _, i := range x.order[from:to] {
-			if h := x.holds[i]; h.Actor != actor {
-				out = append(out, i)
-				cost += pathspec.Cost(pattern, h.Pattern)
-			}
-		}
-	}
-	n, below := 0, true
-	take(x.nodes[0].lo, x.nodes[0].end)
-	for seg := range keySegments(pathspec.Key(pattern)) {
-		if n, below = x.kids[keyEdge{n, seg}]; !below {
-			break
-		}
-		take(x.nodes[n].lo, x.nodes[n].end)
-	}
-	if below {
-		take(x.nodes[n].end, x.nodes[n].hi)
-	}
-	slices.Sort(out)
-	return out, cost
-}
-
-// index returns the index of the live holds, built on first use; setLock and
-// dropLock drop it.
-func (s *paths) index() *holdIndex {
-	if s.idx == nil {
-		holds := make([]PathHold, 0, len(s.locks)+len(s.cells))
+// holds returns the live holds: locks in pattern order, then cells' paths in
+// plan order. setLock and dropLock drop it.
+func (s *paths) holds() []PathHold {
+	if s.all == nil {
+		s.all = make([]PathHold, 0, len(s.locks)+len(s.cells))
 		for _, l := range s.locks {
-			holds = append(holds, PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"})
+			s.all = append(s.all, PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"})
 		}
-		s.idx = newHoldIndex(append(holds, s.cells...))
+		s.all = append(s.all, s.cells...)
 	}
-	return s.idx
+	return s.all
 }
 
 // request is one pattern an actor asks for.
 type request struct{ actor, pattern string }
+
+// candidates finds, for each request, the holds of other actors whose key is
+// prefix-related to the request's: the only holds it can overlap (see
+// pathspec.Key). It builds a trie of the requests' keys (few) and walks each
+// hold's key down it (many, most leaving at the first segment), so the cost
+// is one short walk per hold plus one step per candidate found. It records
+// the candidates (indexes into holds, ascending) for conflicts and returns
+// their total pathspec.Cost.
+func (s *paths) candidates(reqs []request) int64 {
+	if s.cands == nil {
+		s.cands = map[request][]int{}
+	}
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = pathspec.Key(r.pattern)
+		s.cands[r] = []int{}
+	}
+	trie := newKeyTrie(keys)
+	var cost int64
+	for i, h := range s.holds() {
+		trie.related(pathspec.Key(h.Pattern), func(r int) {
+			if req := reqs[r]; h.Actor != req.actor {
+				s.cands[req] = append(s.cands[req], i)
+				cost += pathspec.Cost(req.pattern, h.Pattern)
+			}
+		})
+	}
+	return cost
+}
 
 // charge refuses, with LIMIT-EXCEEDED, a check of reqs whose candidate pairs
 // would cost more than MaxCheckCost together with what the entry already
 // checked. Callers charge every request before testing any, so an entry over
 // budget is refused before the expensive work.
 func (s *paths) charge(reqs ...request) error {
-	for _, r := range reqs {
-		_, c := s.index().candidates(r.actor, r.pattern)
-		s.spent += c
-	}
+	s.spent += s.candidates(reqs)
 	if s.spent > MaxCheckCost {
 		return limitErr(limitCheckCost, s.spent, MaxCheckCost,
-			"checking %d pattern(s) against the %d live path holds costs too much", len(reqs), len(s.index().holds))
+			"checking %d pattern(s) against the %d live path holds costs too much", len(reqs), len(s.holds()))
 	}
 	return nil
 }
 
 // conflicts returns the holds of actors other than actor that overlap
-// pattern: locks in pattern order, then cells' paths in plan order. The
-// caller has charged it.
+// pattern: locks in pattern order, then cells' paths in plan order. It tests
+// the candidates charge found; a request not charged is charged now.
 func (s *paths) conflicts(actor, pattern string) []conflict {
+	req := request{actor, pattern}
+	if _, ok := s.cands[req]; !ok {
+		s.spent += s.candidates([]request{req})
+	}
 	var out []conflict
 	prio := s.pol.Priority(actor)
-	x := s.index()
-	cands, _ := x.candidates(actor, pattern)
-	for _, i := range cands {
-		h := x.holds[i]
+	holds := s.holds()
+	for _, i := range s.cands[req] {
+		h := holds[i]
 		if w, ok := pathspec.Overlap(pattern, h.Pattern); ok {
 			isLock := i < len(s.locks)
 			out = append(out, conflict{pattern, h, w, isLock && prio > s.pol.Priority(h.Actor)})
@@ -512,13 +530,13 @@ func (s *paths) setLock(l indexedLock) {
 	} else {
 		s.locks = slices.Insert(s.locks, i, l)
 	}
-	s.dirtyL, s.idx = true, nil
+	s.dirtyL, s.all, s.cands = true, nil, nil
 }
 
 func (s *paths) dropLock(pattern string) {
 	if i, ok := s.lockAt(pattern); ok {
 		s.locks = slices.Delete(s.locks, i, i+1)
-		s.dirtyL, s.idx = true, nil
+		s.dirtyL, s.all, s.cands = true, nil, nil
 	}
 }
 
