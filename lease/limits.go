@@ -34,7 +34,7 @@ const (
 	// "check-cost"): the sum of pathspec.Cost over every pair of a requested
 	// pattern and another actor's live hold that the key index cannot rule
 	// out (see candidates). It is charged before any pair is tested.
-	MaxCheckCost = 4_000_000
+	MaxCheckCost = 2_000_000
 )
 
 // Limit names, as the "limit" detail of a LIMIT-EXCEEDED refusal gives them.

@@ -125,14 +125,15 @@ func TestLimitsLiveHolds(t *testing.T) {
 func TestLimitsCheckCost(t *testing.T) {
 	w := newPL(t)
 	big := func(prefix string) string { return prefix + strings.Repeat("x", pathspec.MaxLen-len(prefix)) }
-	// each pair of two MaxLen patterns costs (1024+2)², about 1.05M units: 3 fit, 4 do not
-	for i := range 4 {
+	// each pair of two MaxLen patterns costs (1024+2)²+64, about 1.05M units
+	req := big("**/")
+	unit := pathspec.Cost(req, big("h0/"))
+	fit := int(lease.MaxCheckCost / unit)
+	for i := range fit + 1 {
 		w.mustLock("b", 3600, big(fmt.Sprintf("h%d/", i)))
 	}
-	req := big("**/")
 	e := w.refuse("LIMIT-EXCEEDED", "lock", "a", lockB(60, req))
-	unit := pathspec.Cost(req, big("h0/"))
-	wantLimit(t, e, "check-cost", 4*unit, lease.MaxCheckCost)
+	wantLimit(t, e, "check-cost", int64(fit+1)*unit, lease.MaxCheckCost)
 	if _, err := lease.PlanLock(w.kv, "a", []string{req}, w.now()); errs.Code(err) != "LIMIT-EXCEEDED" {
 		t.Fatalf("PlanLock: %v", err) // the writer refuses before building the entry
 	}
@@ -146,8 +147,8 @@ func TestLimitsCheckCost(t *testing.T) {
 		t.Fatalf("a pattern under another key: %v", err)
 	}
 	w.ok("unlock", "c", lease.UnlockBody{Patterns: []string{big("elsewhere/")}, Epochs: []int64{1}})
-	// three candidates fit: the check runs and finds the conflict
-	w.ok("unlock", "b", lease.UnlockBody{Patterns: []string{big("h3/")}, Epochs: []int64{1}})
+	// one candidate fewer fits: the check runs and finds the conflict
+	w.ok("unlock", "b", lease.UnlockBody{Patterns: []string{big(fmt.Sprintf("h%d/", fit))}, Epochs: []int64{1}})
 	if _, err := w.lock("a", 60, req); errs.Code(err) != "LEASE-HELD" {
 		t.Fatalf("within budget: %v, want LEASE-HELD", err)
 	}

@@ -194,13 +194,14 @@ type WaitGraph struct {
 type paths struct {
 	t       *txn
 	pol     *Policy
-	locks   []indexedLock     // live at now, sorted by pattern
-	cells   []PathHold        // live claimed cells' declared paths
-	waits   []indexedWait     // live at now, sorted by waiter
-	all     []PathHold        // locks and cells, built by holds
-	cands   map[request][]int // candidates of the requests charged, into all
-	spent   int64             // check cost charged so far (see charge)
-	dirtyL  bool              // locks differs from the stored index
+	locks   []indexedLock        // live at now, sorted by pattern
+	cells   []PathHold           // live claimed cells' declared paths
+	waits   []indexedWait        // live at now, sorted by waiter
+	all     []PathHold           // locks and cells, built by holds
+	cands   map[request][]int    // candidates of the requests charged, into all
+	comp    []*pathspec.Compiled // of all, each compiled when first tested
+	spent   int64                // check cost charged so far (see charge)
+	dirtyL  bool                 // locks differs from the stored index
 	dirtyW  bool
 	deleted []string // wait records of expired waits, to delete with the index
 }
@@ -451,9 +452,16 @@ func (s *paths) conflicts(actor, pattern string) []conflict {
 	var out []conflict
 	prio := s.pol.Priority(actor)
 	holds := s.holds()
+	if s.comp == nil {
+		s.comp = make([]*pathspec.Compiled, len(holds))
+	}
+	p := pathspec.Compile(pattern)
 	for _, i := range s.cands[req] {
 		h := holds[i]
-		if w, ok := pathspec.Overlap(pattern, h.Pattern); ok {
+		if s.comp[i] == nil {
+			s.comp[i] = pathspec.Compile(h.Pattern)
+		}
+		if w, ok := p.Overlap(s.comp[i]); ok {
 			isLock := i < len(s.locks)
 			out = append(out, conflict{pattern, h, w, isLock && prio > s.pol.Priority(h.Actor)})
 		}
@@ -530,13 +538,13 @@ func (s *paths) setLock(l indexedLock) {
 	} else {
 		s.locks = slices.Insert(s.locks, i, l)
 	}
-	s.dirtyL, s.all, s.cands = true, nil, nil
+	s.dirtyL, s.all, s.cands, s.comp = true, nil, nil, nil
 }
 
 func (s *paths) dropLock(pattern string) {
 	if i, ok := s.lockAt(pattern); ok {
 		s.locks = slices.Delete(s.locks, i, i+1)
-		s.dirtyL, s.all, s.cands = true, nil, nil
+		s.dirtyL, s.all, s.cands, s.comp = true, nil, nil, nil
 	}
 }
 

@@ -165,7 +165,7 @@ func Key(pattern string) string {
 func Cost(a, b string) int64 { return int64(len(a)+2)*int64(len(b)+2) + PairCost }
 
 // PairCost is the part of Cost that does not depend on the lengths.
-const PairCost = 256
+const PairCost = 64
 
 // Overlap reports whether some path matches both normalized patterns a and b.
 // If so, witness is such a path, built from literals of a and b and the filler
@@ -177,14 +177,37 @@ func Overlap(a, b string) (witness string, ok bool) {
 	if ka, kb := Key(a), Key(b); !strings.HasPrefix(ka, kb) && !strings.HasPrefix(kb, ka) {
 		return "", false
 	}
-	pa, pb := compile(a), compile(b)
+	return Compile(a).Overlap(Compile(b))
+}
+
+// Compiled is a normalized pattern prepared for Overlap, for callers that
+// test one pattern against many: compiling is most of the work of testing
+// two short patterns.
+type Compiled struct {
+	key  string
+	segs []segment
+	sat  []bool // satisfiable(segs)
+}
+
+// Compile prepares a normalized pattern for Compiled.Overlap.
+func Compile(pattern string) *Compiled {
+	segs := compile(pattern)
+	return &Compiled{key: Key(pattern), segs: segs, sat: satisfiable(segs)}
+}
+
+// Overlap is Overlap of the two patterns c and d were compiled from.
+func (c *Compiled) Overlap(d *Compiled) (witness string, ok bool) {
+	if !strings.HasPrefix(c.key, d.key) && !strings.HasPrefix(d.key, c.key) {
+		return "", false
+	}
+	pa, pb := c.segs, d.segs
 	if allGlobstar(pa) && allGlobstar(pb) {
 		// Both match every path, but the search below would accept the empty
 		// path, which is not a path.
 		return string(filler), true
 	}
 	var buf []uint8 // scratch for intersect and commonSegment
-	exA, exB := satisfiable(pa), satisfiable(pb)
+	exA, exB := c.sat, d.sat
 
 	// The product of the two segment-level automata. Cell (i, j) means pa[:i]
 	// and pb[:j] have matched a common sequence of segments. Every transition

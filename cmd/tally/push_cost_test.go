@@ -103,14 +103,15 @@ func TestPushCostLimits(t *testing.T) {
 	forgeRefused("pattern of 1,025 bytes", "pattern-bytes", "lock",
 		lease.LockBody{Patterns: []string{strings.Repeat("d/", pathspec.MaxLen/2) + "x"}, TTL: 60})
 
-	// the check budget: B holds 4 locks of 1 KiB patterns; a lock by A whose
-	// key ("") makes all 4 candidates costs about 4.2M > 4M table steps
+	// the check budget: B holds locks of 1 KiB patterns, one more than the
+	// budget allows testing against another 1 KiB pattern; a lock by A whose
+	// key ("") makes all of them candidates is over budget
 	big := func(prefix string) string { return prefix + strings.Repeat("x", pathspec.MaxLen-len(prefix)) }
-	var held []string
-	for i := range 4 {
+	held := []string{"--remote", "origin", "lock", "--ttl", "3600"}
+	for i := range lease.MaxCheckCost/pathspec.Cost(big(""), big("")) + 1 {
 		held = append(held, big(fmt.Sprintf("h%d/", i)))
 	}
-	c.ok(x, "B", nil, "--remote", "origin", "lock", "--ttl", "3600", held[0], held[1], held[2], held[3])
+	c.ok(x, "B", nil, held...)
 	tip = c.serverTip()
 	p := c.refused(2, "LIMIT-EXCEEDED", seed, "A", nil, "--remote", "origin", "lock", "--ttl", "60", big("**/"))
 	if p.errField("limit") != "check-cost" {
