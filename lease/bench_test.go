@@ -15,8 +15,8 @@ import (
 )
 
 // BenchmarkCheckAtLimits times lease.Apply of one entry against a state at
-// the limits: 7,936 live holds (31 claimed cells of 256 paths, actor h), the
-// entry a claim of a 32nd cell whose 256 paths would bring the holds to
+// the limits: 3,840 live holds (15 claimed cells of 256 paths, actor h), the
+// entry a claim of a 16th cell whose 256 paths would bring the holds to
 // MaxLiveHolds. Apply includes reading the holds and building the key index.
 //
 //	typical:     the cell's paths are literal, in directories of their own
@@ -43,11 +43,11 @@ func BenchmarkCheckAtLimits(b *testing.B) {
 		b.Run(sc.name, func(b *testing.B) {
 			w := newPL(b)
 			var cells []lease.PlanCell
-			for c := range 32 {
+			for c := range 16 {
 				var paths []string
 				for p := range 256 {
 					switch n := c*256 + p; {
-					case c == 31:
+					case c == 15:
 						paths = append(paths, sc.paths(p))
 					case n < sc.wild:
 						paths = append(paths, fmt.Sprintf("*/h%04d/z", n))
@@ -58,10 +58,10 @@ func BenchmarkCheckAtLimits(b *testing.B) {
 				cells = append(cells, lease.PlanCell{ID: fmt.Sprintf("c%02d", c), Paths: dedupSorted(paths)})
 			}
 			w.ok("plan", "x", lease.PlanBody{Wave: "w", Cells: cells})
-			for c := range 31 {
+			for c := range 15 {
 				w.ok("claim", "h", withTTL(claimB("w", fmt.Sprintf("c%02d", c)), 3600))
 			}
-			benchApply(b, w, "claim", "a", withTTL(claimB("w", "c31"), 3600), sc.want)
+			benchApply(b, w, "claim", "a", withTTL(claimB("w", "c15"), 3600), sc.want)
 		})
 	}
 	b.Run("big-pair", func(b *testing.B) {

@@ -29,7 +29,7 @@ const (
 	// MaxLiveHolds is the most live path holds (path locks plus the declared
 	// paths of claimed cells) a claim or lock may leave (limit "live-holds"),
 	// and so the most holds one conflict check considers.
-	MaxLiveHolds = 8192
+	MaxLiveHolds = 4096
 	// MaxCheckCost is the budget of one entry's conflict check (limit
 	// "check-cost"): the sum of pathspec.Cost over every pair of a requested
 	// pattern and another actor's live hold that the key index cannot rule

@@ -90,30 +90,29 @@ func TestLimitsLock(t *testing.T) {
 // MaxLiveHolds; renewing what one holds adds nothing.
 func TestLimitsLiveHolds(t *testing.T) {
 	w := newPL(t)
+	n := lease.MaxLiveHolds / lease.MaxCellPaths // cells of 256 paths that fill the limit
 	var cells []lease.PlanCell
-	for i := range 32 {
+	for i := range n {
 		cells = append(cells, lease.PlanCell{ID: fmt.Sprintf("c%02d", i), Paths: cellPaths(fmt.Sprintf("d%02d", i), 256)})
 	}
-	w.ok("plan", "x", lease.PlanBody{Wave: "w", Cells: cells[:16]})
-	w.ok("plan", "x", lease.PlanBody{Wave: "v", Cells: cells[16:]})
-	for i := range 31 {
-		wave := "w"
-		if i >= 16 {
-			wave = "v"
-		}
-		w.ok("claim", "a", claim1h(wave, cells[i].ID))
+	w.ok("plan", "x", lease.PlanBody{Wave: "w", Cells: cells[:n/2]})
+	w.ok("plan", "x", lease.PlanBody{Wave: "v", Cells: cells[n/2:]})
+	wave := func(i int) string { return map[bool]string{true: "w", false: "v"}[i < n/2] }
+	for i := range n - 1 {
+		w.ok("claim", "a", claim1h(wave(i), cells[i].ID))
 	}
-	// 31·256 = 7,936 held: 256 more locks fit, 257 do not
+	// (n-1)·256 held: 256 more locks fit, 257 do not
 	for i := range 8 {
 		w.mustLock("b", 3600, cellPaths(fmt.Sprintf("l%d", i), 32)...)
 	}
 	w.mustLock("b", 3600, cellPaths("l0", 32)...) // a renewal adds no hold
 	e := w.refuse("LIMIT-EXCEEDED", "lock", "b", lockB(60, "z"))
-	wantLimit(t, e, "live-holds", 8193, 8192)
-	e = w.refuse("LIMIT-EXCEEDED", "claim", "a", claim1h("v", "c31"))
-	wantLimit(t, e, "live-holds", 8192+256, 8192)
+	wantLimit(t, e, "live-holds", lease.MaxLiveHolds+1, lease.MaxLiveHolds)
+	last := cells[n-1].ID
+	e = w.refuse("LIMIT-EXCEEDED", "claim", "a", claim1h(wave(n-1), last))
+	wantLimit(t, e, "live-holds", lease.MaxLiveHolds+256, lease.MaxLiveHolds)
 	w.ok("release", "a", lease.EpochBody{CellRef: lease.CellRef{Wave: "w", Cell: "c00"}, Epoch: 1})
-	w.ok("claim", "a", claim1h("v", "c31")) // exactly at the limit
+	w.ok("claim", "a", claim1h(wave(n-1), last)) // exactly at the limit
 	w.ok("unlock", "b", lease.UnlockBody{Patterns: cellPaths("l0", 32), Epochs: slices.Repeat([]int64{1}, 32)})
 	w.mustLock("b", 3600, "z")
 }

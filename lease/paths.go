@@ -413,17 +413,20 @@ func (s *paths) candidates(reqs []request) int64 {
 	keys := make([]string, len(reqs))
 	for i, r := range reqs {
 		keys[i] = pathspec.Key(r.pattern)
-		s.cands[r] = []int{}
 	}
 	trie := newKeyTrie(keys)
+	found := make([][]int, len(reqs))
 	var cost int64
 	for i, h := range s.holds() {
 		trie.related(pathspec.Key(h.Pattern), func(r int) {
 			if req := reqs[r]; h.Actor != req.actor {
-				s.cands[req] = append(s.cands[req], i)
+				found[r] = append(found[r], i)
 				cost += pathspec.Cost(req.pattern, h.Pattern)
 			}
 		})
+	}
+	for i, r := range reqs {
+		s.cands[r] = found[i] // present, if empty: charged
 	}
 	return cost
 }

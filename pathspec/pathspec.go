@@ -42,6 +42,7 @@ package pathspec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -240,7 +241,7 @@ func (c *Compiled) Overlap(d *Compiled) (witness string, ok bool) {
 			case pb[j].globstar && !pa[i].globstar && exA[i]:
 				cell[(i+1)*w+j] |= reached
 			case !pa[i].globstar && !pb[j].globstar:
-				if intersect(pa[i].glob, pb[j].glob, &buf) {
+				if meetGlobs(pa[i].glob, pb[j].glob, &buf) {
 					cell[i*w+j] |= diagOK
 					cell[(i+1)*w+j+1] |= reached
 				}
@@ -513,6 +514,28 @@ func intersect(a, b []rune, buf *[]uint8) bool {
 		}
 	}
 	return cell[n-1]&(1<<segValid) != 0
+}
+
+// meetGlobs is intersect, without the table when neither glob has a star:
+// then both match only segments of their own length, position by position,
+// and the one common segment left to choose is valid unless it is "", "." or
+// ".." (a '?' against a '?' takes the filler, which is valid).
+func meetGlobs(a, b []rune, buf *[]uint8) bool {
+	if slices.Contains(a, star) || slices.Contains(b, star) {
+		return intersect(a, b, buf)
+	}
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	dots := len(a) <= 2
+	for i := range a {
+		c, ok := meet(a[i], b[i])
+		if !ok {
+			return false
+		}
+		dots = dots && c == '.'
+	}
+	return !dots
 }
 
 // walkBack reads a common segment out of the table intersect left in cell,

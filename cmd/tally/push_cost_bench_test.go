@@ -21,8 +21,8 @@ import (
 //
 //	typical:       a wave of 100 cells of 2 paths, 20 claimed by another
 //	               actor; the claim of a 21st
-//	limits/simple: 31 cells of 256 paths claimed by another actor (7,936 live
-//	               holds); the claim of a 32nd cell with 8 literal paths
+//	limits/simple: 15 cells of 256 paths claimed by another actor (3,840 live
+//	               holds); the claim of a 16th cell with 8 literal paths
 //	limits/worst:  the same state with 44 of the holds starting with a glob;
 //	               the claim of a cell of 256 glob paths, each pair of those
 //	               tested (1.96M of the 2M check budget), none overlapping
@@ -71,13 +71,13 @@ func BenchmarkPreReceiveAtLimits(b *testing.B) {
 	}
 	atLimits := func(wild int, last func(p int) string) []lease.PlanCell {
 		var cells []lease.PlanCell
-		for c := range 32 {
+		for c := range 16 {
 			var paths []string
 			for p := range 256 {
 				switch n := c*256 + p; {
-				case c == 31 && last(p) != "":
+				case c == 15 && last(p) != "":
 					paths = append(paths, last(p))
-				case c == 31:
+				case c == 15:
 				case n < wild:
 					paths = append(paths, fmt.Sprintf("*/h%04d/z", n))
 				default:
@@ -104,8 +104,8 @@ func BenchmarkPreReceiveAtLimits(b *testing.B) {
 				return fmt.Sprintf("src/new/f%d.go", p)
 			}
 			return ""
-		}), 31},
-		{"limits/worst", atLimits(44, func(p int) string { return fmt.Sprintf("r/*/q%03d", p) }), 31},
+		}), 15},
+		{"limits/worst", atLimits(44, func(p int) string { return fmt.Sprintf("r/*/q%03d", p) }), 15},
 	} {
 		bare, old, new := setup(sc.cells, sc.held, sc.cells[sc.held].ID)
 		b.Run(sc.name, func(b *testing.B) {
