@@ -298,3 +298,30 @@ func refRegexp(pattern string) *regexp.Regexp {
 	refCache.Store(pattern, re)
 	return re
 }
+
+// TestKey: the literal directory prefix, and the property it is for: an
+// overlap's witness, followed by '/', begins with both keys.
+func TestKey(t *testing.T) {
+	for _, c := range []struct{ p, want string }{
+		{"src/a", "src/a/"},
+		{"src/a/*.go", "src/a/"},
+		{"src/**", "src/"},
+		{"**", ""},
+		{"*/x", ""},
+		{"a?/b", ""},
+		{"a/b?c/d", "a/"},
+	} {
+		if got := Key(c.p); got != c.want {
+			t.Errorf("Key(%q) = %q, want %q", c.p, got, c.want)
+		}
+	}
+	for _, pair := range [][2]string{{"src/a", "src/**"}, {"**/x", "a/b/x/y"}, {"a/*/c", "a/b"}} {
+		w, ok := Overlap(pair[0], pair[1])
+		if !ok || !strings.HasPrefix(w+"/", Key(pair[0])) || !strings.HasPrefix(w+"/", Key(pair[1])) {
+			t.Errorf("Overlap(%q, %q) = %q, %v", pair[0], pair[1], w, ok)
+		}
+	}
+	if _, ok := Overlap("src/a/*.go", "src/b"); ok {
+		t.Errorf("patterns under unrelated keys overlap")
+	}
+}

@@ -32,7 +32,9 @@ epoch + 1. A cell whose lease expired is reclaimed the same way.
                   the error then carries "open": 0
 
 Refusals: LEASE-HELD (retryable; reports holder, epoch, expires_at),
-CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL.`,
+CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING, NO-READY-CELL,
+LIMIT-EXCEEDED (the cell's paths would pass 4,096 live path holds, or cost
+too much to check against them).`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if o.Next == (len(argv) == 1) {
