@@ -20,6 +20,7 @@ package lease
 import (
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -351,23 +352,31 @@ func newKeyTrie(keys []string) *keyTrie {
 }
 
 // related calls f with each pattern of the trie whose key is prefix-related
-// to key: a prefix of it (in order of length) or extending it.
-func (x *keyTrie) related(key string, f func(i int)) {
-	each := func(from, to int) {
+// to key: a prefix of it (in order of length) or extending it. It stops, and
+// returns false, as soon as f returns false.
+func (x *keyTrie) related(key string, f func(i int) bool) bool {
+	each := func(from, to int) bool {
 		for _, i := range x.order[from:to] {
-			f(i)
+			if !f(i) {
+				return false
+			}
 		}
+		return true
 	}
 	n := 0
-	each(x.nodes[0].lo, x.nodes[0].end)
+	if !each(x.nodes[0].lo, x.nodes[0].end) {
+		return false
+	}
 	for seg := range keySegments(key) {
 		var ok bool
 		if n, ok = x.kids[keyEdge{n, seg}]; !ok {
-			return
+			return true
 		}
-		each(x.nodes[n].lo, x.nodes[n].end)
+		if !each(x.nodes[n].lo, x.nodes[n].end) {
+			return false
+		}
 	}
-	each(x.nodes[n].end, x.nodes[n].hi)
+	return each(x.nodes[n].end, x.nodes[n].hi)
 }
 
 // keySegments yields the segments of a key ("a/b/" yields "a", "b").
@@ -405,8 +414,9 @@ type request struct{ actor, pattern string }
 // hold's key down it (many, most leaving at the first segment), so the cost
 // is one short walk per hold plus one step per candidate found. It records
 // the candidates (indexes into holds, ascending) for conflicts and returns
-// their total pathspec.Cost.
-func (s *paths) candidates(reqs []request) int64 {
+// their total pathspec.Cost, or, as soon as that passes budget, the total so
+// far: an entry over budget is refused without listing all its pairs.
+func (s *paths) candidates(reqs []request, budget int64) int64 {
 	if s.cands == nil {
 		s.cands = map[request][]int{}
 	}
@@ -418,12 +428,16 @@ func (s *paths) candidates(reqs []request) int64 {
 	found := make([][]int, len(reqs))
 	var cost int64
 	for i, h := range s.holds() {
-		trie.related(pathspec.Key(h.Pattern), func(r int) {
+		within := trie.related(pathspec.Key(h.Pattern), func(r int) bool {
 			if req := reqs[r]; h.Actor != req.actor {
 				found[r] = append(found[r], i)
 				cost += pathspec.Cost(req.pattern, h.Pattern)
 			}
+			return cost <= budget
 		})
+		if !within {
+			return cost
+		}
 	}
 	for i, r := range reqs {
 		s.cands[r] = found[i] // present, if empty: charged
@@ -436,7 +450,7 @@ func (s *paths) candidates(reqs []request) int64 {
 // checked. Callers charge every request before testing any, so an entry over
 // budget is refused before the expensive work.
 func (s *paths) charge(reqs ...request) error {
-	s.spent += s.candidates(reqs)
+	s.spent += s.candidates(reqs, MaxCheckCost-s.spent)
 	if s.spent > MaxCheckCost {
 		return limitErr(limitCheckCost, s.spent, MaxCheckCost,
 			"checking %d pattern(s) against the %d live path holds costs too much", len(reqs), len(s.holds()))
@@ -450,7 +464,7 @@ func (s *paths) charge(reqs ...request) error {
 func (s *paths) conflicts(actor, pattern string) []conflict {
 	req := request{actor, pattern}
 	if _, ok := s.cands[req]; !ok {
-		s.spent += s.candidates([]request{req})
+		s.spent += s.candidates([]request{req}, math.MaxInt64)
 	}
 	var out []conflict
 	prio := s.pol.Priority(actor)
