@@ -11,7 +11,6 @@ import (
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
-	"github.com/tally-dev/tally/pathspec"
 )
 
 // LockResult is the outcome of Lock and RenewLocks.
@@ -182,8 +181,8 @@ func (c *Client) Unlock(patterns []string, epochs []int64) (*Appended, error) {
 // pairs them with epochs (none, one for all, or one each) and sorts the
 // pairs by pattern. A pattern given twice is USAGE.
 func normalizeLocks(specs []string, epochs []int64) ([]string, []int64, error) {
-	if len(specs) == 0 || len(specs) > lease.MaxLockPatterns {
-		return nil, nil, errs.New("USAGE", "give 1..%d pathspecs", lease.MaxLockPatterns)
+	if err := lease.CheckLockCount(len(specs)); err != nil {
+		return nil, nil, err
 	}
 	if epochs != nil && len(epochs) != 1 && len(epochs) != len(specs) {
 		return nil, nil, errs.New("USAGE", "give one epoch, or one per pathspec (%d)", len(specs))
@@ -194,9 +193,9 @@ func normalizeLocks(specs []string, epochs []int64) ([]string, []int64, error) {
 	}
 	ps := make([]pair, len(specs))
 	for i, s := range specs {
-		n, err := pathspec.Normalize(s)
+		n, err := lease.NormalizePattern(s)
 		if err != nil {
-			return nil, nil, errs.New("USAGE", "%v", err)
+			return nil, nil, err
 		}
 		ps[i].p = n
 		if epochs != nil {

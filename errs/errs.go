@@ -38,6 +38,7 @@ var classes = map[string]Class{
 	"BUSY":               Retryable,
 	"REMOTE-UNREACHABLE": Retryable,
 	"WAIT-TIMEOUT":       Retryable,
+	"HOOK-TIMEOUT":       Retryable,
 
 	// refused: the request breaks a rule or is malformed
 	"USAGE":               Refused,
@@ -69,6 +70,7 @@ var classes = map[string]Class{
 	"DEAD-HOLDER-REMOTE":  Refused,
 	"PUSHER-DENIED":       Refused,
 	"PUSHER-UNKNOWN":      Refused,
+	"LIMIT-EXCEEDED":      Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,

@@ -424,6 +424,22 @@ func (r *rule) claim() (string, any, error) {
 		if err != nil {
 			return "", nil, err
 		}
+		own := 0 // the cell's paths under a live old lease are replaced, not added
+		reqs := make([]request, len(c.Paths))
+		for i, p := range c.Paths {
+			reqs[i] = request{r.e.Actor, p}
+		}
+		for _, h := range s.cells {
+			if h.cell == b.CellRef {
+				own++
+			}
+		}
+		if err := s.checkHolds(len(c.Paths), own); err != nil {
+			return "", nil, err
+		}
+		if err := s.charge(reqs...); err != nil {
+			return "", nil, err
+		}
 		for _, p := range c.Paths {
 			for _, cf := range s.conflicts(r.e.Actor, p) {
 				if cf.hold.cell != b.CellRef { // the cell's own paths, under its old lease, do not count

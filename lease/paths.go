@@ -20,6 +20,7 @@ package lease
 import (
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -194,10 +195,14 @@ type WaitGraph struct {
 type paths struct {
 	t       *txn
 	pol     *Policy
-	locks   []indexedLock // live at now, sorted by pattern
-	cells   []PathHold    // live claimed cells' declared paths
-	waits   []indexedWait // live at now, sorted by waiter
-	dirtyL  bool          // locks differs from the stored index
+	locks   []indexedLock        // live at now, sorted by pattern
+	cells   []PathHold           // live claimed cells' declared paths
+	waits   []indexedWait        // live at now, sorted by waiter
+	all     []PathHold           // locks and cells, built by holds
+	cands   map[request][]int    // candidates of the requests charged, into all
+	comp    []*pathspec.Compiled // of all, each compiled when first tested
+	spent   int64                // check cost charged so far (see charge)
+	dirtyL  bool                 // locks differs from the stored index
 	dirtyW  bool
 	deleted []string // wait records of expired waits, to delete with the index
 }
@@ -271,9 +276,10 @@ func cellHolds(t *txn, now time.Time) ([]PathHold, error) {
 			if exp, err := expiredAt(c.Lease.ExpiresAt, now); err != nil || exp {
 				return false, err
 			}
+			src := "cell " + w + "/" + id
 			for _, pat := range c.Paths {
 				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
-					ExpiresAt: c.Lease.ExpiresAt, Source: "cell " + w + "/" + id, cell: CellRef{Wave: w, Cell: id}})
+					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}})
 			}
 			return false, nil
 		})
@@ -292,32 +298,206 @@ type conflict struct {
 	preempt   bool   // a lock of a lower-priority actor
 }
 
-// conflicts returns the holds of actors other than actor that overlap
-// pattern: locks in pattern order, then cells' paths in plan order.
-func (s *paths) conflicts(actor, pattern string) []conflict {
-	var out []conflict
-	prio := s.pol.Priority(actor)
-	for _, l := range s.locks {
-		if l.Actor == actor {
-			continue
+// keyTrie is a set of pattern keys (pathspec.Key) as a tree of segments:
+// order lists the patterns by key, and each node's patterns are contiguous
+// in it. Walking a key down the trie visits, segment by segment, the nodes of
+// the keys that are its prefixes; the node where the walk ends holds the keys
+// it is a prefix of below it. One map for all nodes costs far less to build
+// than one per node.
+type keyTrie struct {
+	order []int     // pattern indexes sorted by key
+	nodes []keyNode // nodes[0] is the root (the empty key)
+	kids  map[keyEdge]int
+}
+
+// keyNode is one key: order[lo:end] are the patterns with exactly this key,
+// order[lo:hi] those with this key or one below it. Sorting by key makes
+// both ranges contiguous, the exact key first.
+type keyNode struct{ lo, end, hi int }
+
+// keyEdge names a child: the parent's index in nodes and the segment.
+type keyEdge struct {
+	parent int
+	seg    string
+}
+
+func newKeyTrie(keys []string) *keyTrie {
+	x := &keyTrie{order: make([]int, len(keys)), nodes: []keyNode{{}}, kids: map[keyEdge]int{}}
+	for i := range keys {
+		x.order[i] = i
+	}
+	sort.SliceStable(x.order, func(a, b int) bool { return keys[x.order[a]] < keys[x.order[b]] })
+	for k, i := range x.order {
+		n := 0
+		visit := func(n int) {
+			if x.nodes[n].hi == 0 { // first visit: no pattern has exactly this key yet
+				x.nodes[n].lo, x.nodes[n].end = k, k
+			}
+			x.nodes[n].hi = k + 1
 		}
-		if w, ok := pathspec.Overlap(pattern, l.Pattern); ok {
-			h := PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"}
-			out = append(out, conflict{pattern, h, w, prio > s.pol.Priority(l.Actor)})
+		visit(n)
+		for seg := range keySegments(keys[i]) {
+			next, ok := x.kids[keyEdge{n, seg}]
+			if !ok {
+				next = len(x.nodes)
+				x.nodes = append(x.nodes, keyNode{})
+				x.kids[keyEdge{n, seg}] = next
+			}
+			n = next
+			visit(n)
+		}
+		x.nodes[n].end = k + 1
+	}
+	return x
+}
+
+// related calls f with each pattern of the trie whose key is prefix-related
+// to key: a prefix of it (in order of length) or extending it. It stops, and
+// returns false, as soon as f returns false.
+func (x *keyTrie) related(key string, f func(i int) bool) bool {
+	each := func(from, to int) bool {
+		for _, i := range x.order[from:to] {
+			if !f(i) {
+				return false
+			}
+		}
+		return true
+	}
+	n := 0
+	if !each(x.nodes[0].lo, x.nodes[0].end) {
+		return false
+	}
+	for seg := range keySegments(key) {
+		var ok bool
+		if n, ok = x.kids[keyEdge{n, seg}]; !ok {
+			return true
+		}
+		if !each(x.nodes[n].lo, x.nodes[n].end) {
+			return false
 		}
 	}
-	for _, h := range s.cells {
-		if h.Actor == actor {
-			continue
+	return each(x.nodes[n].end, x.nodes[n].hi)
+}
+
+// keySegments yields the segments of a key ("a/b/" yields "a", "b").
+func keySegments(key string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for key != "" {
+			i := strings.IndexByte(key, '/')
+			if !yield(key[:i]) {
+				return
+			}
+			key = key[i+1:]
 		}
-		if w, ok := pathspec.Overlap(pattern, h.Pattern); ok {
-			out = append(out, conflict{pattern, h, w, false})
+	}
+}
+
+// holds returns the live holds: locks in pattern order, then cells' paths in
+// plan order. setLock and dropLock drop it.
+func (s *paths) holds() []PathHold {
+	if s.all == nil {
+		s.all = make([]PathHold, 0, len(s.locks)+len(s.cells))
+		for _, l := range s.locks {
+			s.all = append(s.all, PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"})
+		}
+		s.all = append(s.all, s.cells...)
+	}
+	return s.all
+}
+
+// request is one pattern an actor asks for.
+type request struct{ actor, pattern string }
+
+// candidates finds, for each request, the holds of other actors whose key is
+// prefix-related to the request's: the only holds it can overlap (see
+// pathspec.Key). It builds a trie of the requests' keys (few) and walks each
+// hold's key down it (many, most leaving at the first segment), so the cost
+// is one short walk per hold plus one step per candidate found. It records
+// the candidates (indexes into holds, ascending) for conflicts and returns
+// their total pathspec.Cost, or, as soon as that passes budget, the total so
+// far: an entry over budget is refused without listing all its pairs.
+func (s *paths) candidates(reqs []request, budget int64) int64 {
+	if s.cands == nil {
+		s.cands = map[request][]int{}
+	}
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = pathspec.Key(r.pattern)
+	}
+	trie := newKeyTrie(keys)
+	found := make([][]int, len(reqs))
+	var cost int64
+	for i, h := range s.holds() {
+		within := trie.related(pathspec.Key(h.Pattern), func(r int) bool {
+			if req := reqs[r]; h.Actor != req.actor {
+				found[r] = append(found[r], i)
+				cost += pathspec.Cost(req.pattern, h.Pattern)
+			}
+			return cost <= budget
+		})
+		if !within {
+			return cost
+		}
+	}
+	for i, r := range reqs {
+		s.cands[r] = found[i] // present, if empty: charged
+	}
+	return cost
+}
+
+// charge refuses, with LIMIT-EXCEEDED, a check of reqs whose candidate pairs
+// would cost more than MaxCheckCost together with what the entry already
+// checked. Callers charge every request before testing any, so an entry over
+// budget is refused before the expensive work.
+func (s *paths) charge(reqs ...request) error {
+	s.spent += s.candidates(reqs, MaxCheckCost-s.spent)
+	if s.spent > MaxCheckCost {
+		return limitErr(limitCheckCost, s.spent, MaxCheckCost,
+			"checking %d pattern(s) against the %d live path holds costs too much", len(reqs), len(s.holds()))
+	}
+	return nil
+}
+
+// conflicts returns the holds of actors other than actor that overlap
+// pattern: locks in pattern order, then cells' paths in plan order. It tests
+// the candidates charge found; a request not charged is charged now.
+func (s *paths) conflicts(actor, pattern string) []conflict {
+	req := request{actor, pattern}
+	if _, ok := s.cands[req]; !ok {
+		s.spent += s.candidates([]request{req}, math.MaxInt64)
+	}
+	var out []conflict
+	prio := s.pol.Priority(actor)
+	holds := s.holds()
+	if s.comp == nil {
+		s.comp = make([]*pathspec.Compiled, len(holds))
+	}
+	p := pathspec.Compile(pattern)
+	for _, i := range s.cands[req] {
+		h := holds[i]
+		if s.comp[i] == nil {
+			s.comp[i] = pathspec.Compile(h.Pattern)
+		}
+		if w, ok := p.Overlap(s.comp[i]); ok {
+			isLock := i < len(s.locks)
+			out = append(out, conflict{pattern, h, w, isLock && prio > s.pol.Priority(h.Actor)})
 		}
 	}
 	return out
 }
 
-// blockers returns the sorted actors whose holds deny pattern to actor.
+// checkHolds refuses, with LIMIT-EXCEEDED, an entry that would leave more
+// than MaxLiveHolds live holds: added new ones, dropped of the current ones
+// go.
+func (s *paths) checkHolds(added, dropped int) error {
+	if n := len(s.locks) + len(s.cells) - dropped + added; n > MaxLiveHolds {
+		return limitErr(limitLiveHolds, int64(n), MaxLiveHolds, "%d live path holds after this entry", n)
+	}
+	return nil
+}
+
+// blockers returns the sorted actors whose holds deny pattern to actor. The
+// caller has charged it.
 func (s *paths) blockers(actor, pattern string) []string {
 	var out []string
 	for _, c := range s.conflicts(actor, pattern) {
@@ -332,6 +512,13 @@ func (s *paths) blockers(actor, pattern string) []string {
 // plan decides a lock request: the leases it preempts (sorted by pattern),
 // or LEASE-HELD for the first conflict it may not preempt.
 func (s *paths) plan(actor string, patterns []string) ([]Preempted, error) {
+	reqs := make([]request, len(patterns))
+	for i, p := range patterns {
+		reqs[i] = request{actor, p}
+	}
+	if err := s.charge(reqs...); err != nil {
+		return nil, err
+	}
 	var out []Preempted
 	for _, p := range patterns {
 		for _, c := range s.conflicts(actor, p) {
@@ -368,13 +555,13 @@ func (s *paths) setLock(l indexedLock) {
 	} else {
 		s.locks = slices.Insert(s.locks, i, l)
 	}
-	s.dirtyL = true
+	s.dirtyL, s.all, s.cands, s.comp = true, nil, nil, nil
 }
 
 func (s *paths) dropLock(pattern string) {
 	if i, ok := s.lockAt(pattern); ok {
 		s.locks = slices.Delete(s.locks, i, i+1)
-		s.dirtyL = true
+		s.dirtyL, s.all, s.cands, s.comp = true, nil, nil, nil
 	}
 }
 
@@ -455,8 +642,8 @@ func (r *rule) freeLock(s *paths, pl *PathLock, bump bool) error {
 // checkPatterns checks that patterns are 1..MaxLockPatterns normalized
 // patterns in strictly increasing order.
 func checkPatterns(patterns []string) error {
-	if len(patterns) == 0 || len(patterns) > MaxLockPatterns {
-		return errs.New("USAGE", "give 1..%d patterns", MaxLockPatterns)
+	if err := CheckLockCount(len(patterns)); err != nil {
+		return err
 	}
 	for i, p := range patterns {
 		if err := checkPattern(p); err != nil {
@@ -470,6 +657,9 @@ func checkPatterns(patterns []string) error {
 }
 
 func checkPattern(p string) error {
+	if err := checkPatternLen(p); err != nil {
+		return err
+	}
 	if n, err := pathspec.Normalize(p); err != nil || n != p {
 		return errs.New("USAGE", "pattern %q is not a normalized pathspec", p)
 	}
@@ -497,6 +687,15 @@ func (r *rule) lock() (string, any, error) {
 	}
 	s, err := loadPaths(r.t, r.now)
 	if err != nil {
+		return "", nil, err
+	}
+	added := 0
+	for _, p := range b.Patterns {
+		if _, held := s.lockAt(p); !held {
+			added++
+		}
+	}
+	if err := s.checkHolds(added, 0); err != nil {
 		return "", nil, err
 	}
 	g := &LockGrant{Locks: []Lock{}, Renewed: []string{}, Preempted: []Preempted{}}
@@ -696,6 +895,9 @@ func (r *rule) wait() (string, error) {
 	if err := checkPattern(b.Pattern); err != nil {
 		return "", err
 	}
+	if err := s.charge(request{r.e.Actor, b.Pattern}); err != nil {
+		return "", err
+	}
 	want := s.blockers(r.e.Actor, b.Pattern)
 	if len(want) == 0 {
 		return "", errs.New("USAGE", "%s is not blocked for %s: lock it instead", b.Pattern, r.e.Actor)
@@ -731,7 +933,10 @@ func (r *rule) breakDeadlocks() (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	g := s.graph()
+	g, err := s.graph()
+	if err != nil {
+		return "", nil, err
+	}
 	if len(g.Cycles) == 0 {
 		return "", nil, errs.New("USAGE", "no deadlock to break")
 	}
@@ -780,7 +985,14 @@ func equalCycles(a, b [][]string) bool {
 // (byte order). A victim's wait is cleared, which removes its edges out; the
 // components are then recomputed on what remains, until no cycle is left.
 // Cycles are the components of the first round.
-func (s *paths) graph() *WaitGraph {
+func (s *paths) graph() (*WaitGraph, error) {
+	reqs := make([]request, len(s.waits))
+	for i, w := range s.waits {
+		reqs[i] = request{w.Waiter, w.Pattern}
+	}
+	if err := s.charge(reqs...); err != nil {
+		return nil, err
+	}
 	g := &WaitGraph{Edges: []WaitEdge{}, Cycles: [][]string{}, Victims: []string{}}
 	adj := map[string][]string{}
 	for _, w := range s.waits {
@@ -809,7 +1021,7 @@ func (s *paths) graph() *WaitGraph {
 		}
 	}
 	sort.Strings(g.Victims)
-	return g
+	return g, nil
 }
 
 // tarjan returns the strongly connected components of at least two nodes of

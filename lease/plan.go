@@ -28,11 +28,16 @@ type PlanBody struct {
 // NormalizePlan normalizes the path patterns of a plan in place, so that the
 // entry records them in the one form the rules accept.
 func NormalizePlan(b *PlanBody) error {
+	if err := checkPlanLimits(b); err != nil {
+		return err
+	}
 	for i := range b.Cells {
 		for j, p := range b.Cells[i].Paths {
-			n, err := pathspec.Normalize(p)
+			n, err := NormalizePattern(p)
 			if err != nil {
-				return errs.New("USAGE", "cell %s: path %q: %v", b.Cells[i].ID, p, err)
+				e := errs.From(err)
+				e.Message = fmt.Sprintf("cell %s: path %q: %s", b.Cells[i].ID, p, e.Message)
+				return e
 			}
 			b.Cells[i].Paths[j] = n
 		}
@@ -43,6 +48,9 @@ func NormalizePlan(b *PlanBody) error {
 func (r *rule) plan() (string, error) {
 	var b PlanBody
 	if err := r.body(&b); err != nil {
+		return "", err
+	}
+	if err := checkPlanLimits(&b); err != nil {
 		return "", err
 	}
 	if !SafeID(b.Wave) {

@@ -274,7 +274,7 @@ func WaitCycles(kv chain.KV, now time.Time) (*WaitGraph, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.graph(), nil
+	return s.graph()
 }
 
 // PlanLock decides a lock request of actor on normalized patterns at now, as
@@ -293,6 +293,9 @@ func PlanLock(kv chain.KV, actor string, patterns []string, now time.Time) ([]Pr
 func Blockers(kv chain.KV, actor, pattern string, now time.Time) ([]string, error) {
 	s, err := loadPaths(newTxn(kv), now)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.charge(request{actor, pattern}); err != nil {
 		return nil, err
 	}
 	return s.blockers(actor, pattern), nil

@@ -111,6 +111,10 @@ func remoteError(err error) error {
 	switch {
 	case errors.Is(err, gitstore.ErrRemoteUnreachable):
 		return errs.Wrap("REMOTE-UNREACHABLE", err, "remote")
+	case errors.Is(err, gitstore.ErrPushRejected) && strings.Contains(err.Error(), ": HOOK-TIMEOUT: "):
+		// The server's hook ran out of time (hooks.CheckWithin): the same
+		// push may pass when the server is less busy.
+		return errs.New("HOOK-TIMEOUT", "%v", err)
 	case errors.Is(err, gitstore.ErrPushRejected):
 		return errs.New("REMOTE-REJECTED", "%v", err)
 	case errors.Is(err, gitstore.ErrNoRemote):

@@ -42,15 +42,18 @@ package pathspec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
 // MaxLen is the longest spec, in bytes, that Normalize accepts. Overlap costs
-// time and memory proportional to the product of the two pattern lengths; this
-// bound keeps the worst case at tens of milliseconds.
-const MaxLen = 4096
+// time and memory proportional to the product of the two pattern lengths
+// (see Cost); this bound keeps one test of two patterns of the worst kind
+// (one long segment full of stars each) at about 5 ms. Real repository paths
+// are far shorter: git's own tests treat 255 bytes per segment as long.
+const MaxLen = 1024
 
 // Normalize returns the normal form of spec, or an error saying why spec is not
 // a pattern. The normal form is a fixed point: Normalize(n) == n, nil for every
@@ -133,21 +136,79 @@ func Match(pattern, path string) bool {
 	return matchSegs(compile(pattern), segs)
 }
 
+// Key returns the literal directory prefix of a normalized pattern: its
+// leading segments that hold no '*' or '?', each followed by '/' ("" if the
+// first segment is a glob). For every path P the pattern matches, P + "/"
+// begins with the key, so two patterns can overlap only if one's key is a
+// prefix of the other's: "src/a/*.go" (key "src/a/") and "src/b" (key
+// "src/b/") cannot, whatever follows. Callers index patterns by it.
+func Key(pattern string) string {
+	end := 0 // the key is pattern[:end] plus, if the whole pattern is literal, a '/'
+	for i := 0; i <= len(pattern); i++ {
+		if i < len(pattern) && (pattern[i] == '*' || pattern[i] == '?') {
+			return pattern[:end]
+		}
+		if i == len(pattern) || pattern[i] == '/' {
+			end = i + 1
+		}
+	}
+	return pattern + "/"
+}
+
+// Cost is an upper bound on the work of Overlap(a, b), in steps of its
+// tables: (len(a)+2)·(len(b)+2) + PairCost. The segment table has one cell
+// per pair of segments and each glob pair's table one cell per pair of
+// characters; with the "**" compile appends, both sum to at most the
+// product. PairCost stands for the set-up of one test (compiling both
+// patterns, allocating the tables), which dominates for short patterns.
+// Callers budget a scan of many pairs with it; it depends on the lengths
+// alone, so a budget is the same for every implementation.
+func Cost(a, b string) int64 { return int64(len(a)+2)*int64(len(b)+2) + PairCost }
+
+// PairCost is the part of Cost that does not depend on the lengths.
+const PairCost = 64
+
 // Overlap reports whether some path matches both normalized patterns a and b.
 // If so, witness is such a path, built from literals of a and b and the filler
 // character 'x'; it is deterministic and short, though not always shortest.
 // Overlap is exact: ok is false only if no path at all matches both.
 // Overlap(a, b) and Overlap(b, a) agree on ok. Time and memory are
-// O(len(a)·len(b)).
+// O(len(a)·len(b)) (see Cost), and O(len(a)+len(b)) when the keys differ.
 func Overlap(a, b string) (witness string, ok bool) {
-	pa, pb := compile(a), compile(b)
+	if ka, kb := Key(a), Key(b); !strings.HasPrefix(ka, kb) && !strings.HasPrefix(kb, ka) {
+		return "", false
+	}
+	return Compile(a).Overlap(Compile(b))
+}
+
+// Compiled is a normalized pattern prepared for Overlap, for callers that
+// test one pattern against many: compiling is most of the work of testing
+// two short patterns.
+type Compiled struct {
+	key  string
+	segs []segment
+	sat  []bool // satisfiable(segs)
+}
+
+// Compile prepares a normalized pattern for Compiled.Overlap.
+func Compile(pattern string) *Compiled {
+	segs := compile(pattern)
+	return &Compiled{key: Key(pattern), segs: segs, sat: satisfiable(segs)}
+}
+
+// Overlap is Overlap of the two patterns c and d were compiled from.
+func (c *Compiled) Overlap(d *Compiled) (witness string, ok bool) {
+	if !strings.HasPrefix(c.key, d.key) && !strings.HasPrefix(d.key, c.key) {
+		return "", false
+	}
+	pa, pb := c.segs, d.segs
 	if allGlobstar(pa) && allGlobstar(pb) {
 		// Both match every path, but the search below would accept the empty
 		// path, which is not a path.
 		return string(filler), true
 	}
 	var buf []uint8 // scratch for intersect and commonSegment
-	exA, exB := examples(pa, &buf), examples(pb, &buf)
+	exA, exB := c.sat, d.sat
 
 	// The product of the two segment-level automata. Cell (i, j) means pa[:i]
 	// and pb[:j] have matched a common sequence of segments. Every transition
@@ -175,12 +236,12 @@ func Overlap(a, b string) (witness string, ok bool) {
 				continue
 			}
 			switch {
-			case pa[i].globstar && !pb[j].globstar && exB[j] != "":
+			case pa[i].globstar && !pb[j].globstar && exB[j]:
 				cell[i*w+j+1] |= reached // "**" absorbs the segment pb[j] matches
-			case pb[j].globstar && !pa[i].globstar && exA[i] != "":
+			case pb[j].globstar && !pa[i].globstar && exA[i]:
 				cell[(i+1)*w+j] |= reached
 			case !pa[i].globstar && !pb[j].globstar:
-				if intersect(pa[i].glob, pb[j].glob, &buf) {
+				if meetGlobs(pa[i].glob, pb[j].glob, &buf) {
 					cell[i*w+j] |= diagOK
 					cell[(i+1)*w+j+1] |= reached
 				}
@@ -200,11 +261,11 @@ func Overlap(a, b string) (witness string, ok bool) {
 		case i > 0 && j > 0 && cell[(i-1)*w+j-1]&diagOK != 0:
 			segs = append(segs, commonSegment(pa[i-1].glob, pb[j-1].glob, &buf))
 			i, j = i-1, j-1
-		case i > 0 && j < len(pb) && pb[j].globstar && exA[i-1] != "" && cell[(i-1)*w+j]&reached != 0:
-			segs = append(segs, exA[i-1])
+		case i > 0 && j < len(pb) && pb[j].globstar && exA[i-1] && cell[(i-1)*w+j]&reached != 0:
+			segs = append(segs, commonSegment(pa[i-1].glob, starGlob, &buf))
 			i--
-		case j > 0 && i < len(pa) && pa[i].globstar && exB[j-1] != "" && cell[i*w+j-1]&reached != 0:
-			segs = append(segs, exB[j-1])
+		case j > 0 && i < len(pa) && pa[i].globstar && exB[j-1] && cell[i*w+j-1]&reached != 0:
+			segs = append(segs, commonSegment(pb[j-1].glob, starGlob, &buf))
 			j--
 		case i > 0 && pa[i-1].globstar && cell[(i-1)*w+j]&reached != 0:
 			i--
@@ -275,17 +336,24 @@ func allGlobstar(segs []segment) bool {
 	return true
 }
 
-// examples returns, for each glob segment, a valid path segment it matches. It
-// returns "" for "**" and for a glob that matches no valid segment, which only
-// unnormalized patterns such as ".." have.
-func examples(segs []segment, buf *[]uint8) []string {
-	ex := make([]string, len(segs))
+// satisfiable reports, for each segment, whether it is a glob that matches
+// some valid path segment (the witness walk then takes one with
+// commonSegment). Only a glob of literals can fail: the empty glob, "." and
+// ".." (which only unnormalized patterns have). A '*' or '?' can take the
+// filler, which makes any segment valid.
+func satisfiable(segs []segment) []bool {
+	ok := make([]bool, len(segs))
 	for i, s := range segs {
-		if !s.globstar {
-			ex[i] = commonSegment(s.glob, starGlob, buf)
+		if s.globstar {
+			continue
 		}
+		dots := len(s.glob) <= 2
+		for _, r := range s.glob {
+			dots = dots && r == '.'
+		}
+		ok[i] = !dots
 	}
-	return ex
+	return ok
 }
 
 // starGlob is the glob "*", which matches every valid segment.
@@ -446,6 +514,28 @@ func intersect(a, b []rune, buf *[]uint8) bool {
 		}
 	}
 	return cell[n-1]&(1<<segValid) != 0
+}
+
+// meetGlobs is intersect, without the table when neither glob has a star:
+// then both match only segments of their own length, position by position,
+// and the one common segment left to choose is valid unless it is "", "." or
+// ".." (a '?' against a '?' takes the filler, which is valid).
+func meetGlobs(a, b []rune, buf *[]uint8) bool {
+	if slices.Contains(a, star) || slices.Contains(b, star) {
+		return intersect(a, b, buf)
+	}
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	dots := len(a) <= 2
+	for i := range a {
+		c, ok := meet(a[i], b[i])
+		if !ok {
+			return false
+		}
+		dots = dots && c == '.'
+	}
+	return !dots
 }
 
 // walkBack reads a common segment out of the table intersect left in cell,

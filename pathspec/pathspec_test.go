@@ -218,11 +218,11 @@ func TestOverlapLarge(t *testing.T) {
 	}{
 		// one segment each, ending in different letters
 		{strings.Repeat("*a", half), strings.Repeat("*b", half), false},
-		// a^2048 matches both
+		// a^512 matches both
 		{strings.Repeat("*a", half), strings.Repeat("a*", half), true},
 		// a/a/…/a/z/y
 		{strings.Repeat("a/**/", MaxLen/5) + "z", strings.Repeat("**/a/", MaxLen/5) + "y", true},
-		// x^4096
+		// x^1024
 		{strings.Repeat("?", MaxLen), strings.Repeat("*?", half), true},
 	}
 	for _, c := range cases {
@@ -297,4 +297,31 @@ func refRegexp(pattern string) *regexp.Regexp {
 	re := regexp.MustCompile(sb.String())
 	refCache.Store(pattern, re)
 	return re
+}
+
+// TestKey: the literal directory prefix, and the property it is for: an
+// overlap's witness, followed by '/', begins with both keys.
+func TestKey(t *testing.T) {
+	for _, c := range []struct{ p, want string }{
+		{"src/a", "src/a/"},
+		{"src/a/*.go", "src/a/"},
+		{"src/**", "src/"},
+		{"**", ""},
+		{"*/x", ""},
+		{"a?/b", ""},
+		{"a/b?c/d", "a/"},
+	} {
+		if got := Key(c.p); got != c.want {
+			t.Errorf("Key(%q) = %q, want %q", c.p, got, c.want)
+		}
+	}
+	for _, pair := range [][2]string{{"src/a", "src/**"}, {"**/x", "a/b/x/y"}, {"a/*/c", "a/b"}} {
+		w, ok := Overlap(pair[0], pair[1])
+		if !ok || !strings.HasPrefix(w+"/", Key(pair[0])) || !strings.HasPrefix(w+"/", Key(pair[1])) {
+			t.Errorf("Overlap(%q, %q) = %q, %v", pair[0], pair[1], w, ok)
+		}
+	}
+	if _, ok := Overlap("src/a/*.go", "src/b"); ok {
+		t.Errorf("patterns under unrelated keys overlap")
+	}
 }

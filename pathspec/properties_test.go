@@ -317,8 +317,8 @@ func BenchmarkOverlap(b *testing.B) {
 		{"glob-vs-file", "src/**/*.go", "src/pkg/a.go"},
 		{"disjoint-dirs", "src/**", "docs/**"},
 		{"two-globstars", "**/*_test.go", "internal/**/store/*.go"},
-		{"worst-4KiB-segment", strings.Repeat("*a", half), strings.Repeat("*b", half)},
-		{"worst-4KiB-segments", strings.Repeat("**/a/", MaxLen/5) + "b", strings.Repeat("**/a/", MaxLen/5) + "c"},
+		{"worst-MaxLen-segment", strings.Repeat("*a", half), strings.Repeat("*b", half)},
+		{"worst-MaxLen-segments", strings.Repeat("**/a/", MaxLen/5) + "b", strings.Repeat("**/a/", MaxLen/5) + "c"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {

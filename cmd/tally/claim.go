@@ -35,7 +35,9 @@ Refusals: LEASE-HELD (retryable; reports holder, epoch, expires_at),
 NO-READY-CELL (retryable; "open" cells may still become claimable),
 PLAN-COMPLETE (exit 2: every cell is done or failed, "open": 0),
 CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING,
-DEAD-HOLDER-REMOTE (--reclaim-dead with a remote).`,
+DEAD-HOLDER-REMOTE (--reclaim-dead with a remote),
+LIMIT-EXCEEDED (the cell's paths would pass 4,096 live path holds, or cost
+too much to check against them).`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if o.Next == (len(argv) == 1) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -109,6 +110,7 @@ func (a *app) hookCmd() *cobra.Command {
 		Hidden: true,
 		Args:   args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			start := time.Now() // the server's time bound counts from here
 			c, err := a.client(false)
 			if err != nil {
 				return err
@@ -123,9 +125,13 @@ func (a *app) hookCmd() *cobra.Command {
 			}
 			chk := &hooks.Checker{L: c.L, Now: c.L.Now()}
 			var updates []hooks.Update
+			var bound time.Duration // none on the client: its user can interrupt
 			switch argv[0] {
 			case "pre-receive":
 				chk.Server, chk.Pusher = true, os.LookupEnv
+				if bound, err = hooks.Timeout(c.L.Repo); err != nil {
+					return err
+				}
 				updates, err = hooks.ParsePreReceive(cmd.InOrStdin())
 			case "pre-push":
 				if len(argv) < 2 {
@@ -139,7 +145,7 @@ func (a *app) hookCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			findings, err := chk.Check(updates)
+			findings, err := chk.CheckWithin(updates, start, bound)
 			if err != nil {
 				return err
 			}

@@ -31,6 +31,9 @@ its epoch moves on, so its holder's unlock and renew fail with EPOCH-MISMATCH.
 Any other conflict (equal or higher priority, or a claimed cell's declared
 paths, which locks never preempt) is LEASE-HELD (retryable; reports holder,
 epoch, expires_at, pattern, requested and a witness path matching both).
+LIMIT-EXCEEDED (exit 2, naming the limit): more than 32 pathspecs, one longer
+than 1,024 bytes, more than 4,096 live path holds, or a check that would cost
+more than its budget (docs/FORMAT.md §5).
 
   --wait D     on LEASE-HELD record a wait and retry until granted, or until D
                has passed: WAIT-TIMEOUT (exit 1)

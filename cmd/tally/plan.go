@@ -23,7 +23,8 @@ func (a *app) planCmd() *cobra.Command {
 
 A dep names a cell of the same wave, or "wave/cell" for a cell of an earlier
 wave. Refused, with nothing written: WAVE-EXISTS, DEP-MISSING, DEP-CYCLE
-(naming the cycle), USAGE for bad ids or shape.`,
+(naming the cycle), USAGE for bad ids or shape, LIMIT-EXCEEDED (naming the
+limit) past 256 paths per cell, 8,192 per wave or 1,024 bytes per path.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			body, err := readPlan(argv[0])

@@ -1,0 +1,110 @@
+package lease_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/pathspec"
+)
+
+// BenchmarkCheckAtLimits times lease.Apply of one entry against a state at
+// the limits: 3,840 live holds (15 claimed cells of 256 paths, actor h), the
+// entry a claim of a 16th cell whose 256 paths would bring the holds to
+// MaxLiveHolds. Apply includes reading the holds and building the key index.
+//
+//	typical:     the cell's paths are literal, in directories of their own
+//	wild:        its 256 paths are globs ("r/*/qNNN"), and 44 of the holds start
+//	             with a glob ("*/hNNNN/z"), so each of those is a candidate for
+//	             each path: 11,264 pairs tested, 1.96M of the 2M budget, none
+//	             overlapping
+//	over-budget: the same with 50 such holds: refused LIMIT-EXCEEDED
+//	big-pair:    a lock of one 1 KiB pattern of stars against one such hold
+//	             (1.05M of the 2M budget in one pair, no overlap)
+//
+//	go test ./lease -run '^$' -bench CheckAtLimits -benchtime 20x
+func BenchmarkCheckAtLimits(b *testing.B) {
+	for _, sc := range []struct {
+		name  string
+		wild  int // holds whose key is ""
+		paths func(i int) string
+		want  string // error code, "" for accepted
+	}{
+		{"typical", 0, func(i int) string { return fmt.Sprintf("src/new%02d/**", i%8) }, ""},
+		{"wild", 44, func(i int) string { return fmt.Sprintf("r/*/q%03d", i) }, ""},
+		{"over-budget", 50, func(i int) string { return fmt.Sprintf("r/*/q%03d", i) }, "LIMIT-EXCEEDED"},
+	} {
+		b.Run(sc.name, func(b *testing.B) {
+			w := newPL(b)
+			var cells []lease.PlanCell
+			for c := range 16 {
+				var paths []string
+				for p := range 256 {
+					switch n := c*256 + p; {
+					case c == 15:
+						paths = append(paths, sc.paths(p))
+					case n < sc.wild:
+						paths = append(paths, fmt.Sprintf("*/h%04d/z", n))
+					default:
+						paths = append(paths, fmt.Sprintf("d%02d/f%04d.go", c, p))
+					}
+				}
+				cells = append(cells, lease.PlanCell{ID: fmt.Sprintf("c%02d", c), Paths: dedupSorted(paths)})
+			}
+			w.ok("plan", "x", lease.PlanBody{Wave: "w", Cells: cells})
+			for c := range 15 {
+				w.ok("claim", "h", withTTL(claimB("w", fmt.Sprintf("c%02d", c)), 3600))
+			}
+			benchApply(b, w, "claim", "a", withTTL(claimB("w", "c15"), 3600), sc.want)
+		})
+	}
+	b.Run("big-pair", func(b *testing.B) {
+		w := newPL(b)
+		star := func(c string) string { return strings.Repeat("*"+c, pathspec.MaxLen/2) }
+		w.mustLock("h", 3600, star("a"))
+		benchApply(b, w, "lock", "a", lockB(60, star("d")), "")
+	})
+}
+
+// dedupSorted sorts paths and drops repeats (the typical cell's paths repeat).
+func dedupSorted(paths []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range paths {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func benchApply(b *testing.B, w *plWorld, kind, actor string, body any, want string) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &chain.Entry{V: 1, Seq: w.seq, Kind: kind, TS: plStamp(w.d), Actor: actor,
+		Nonce: "00112233445566778899aabbccddeeff", Body: raw}
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	n := 0
+	for b.Loop() {
+		_, err := lease.Apply(w.kv, e)
+		if errs.Code(err) != want {
+			b.Fatalf("%s: %v, want %q", kind, err, want)
+		}
+		n++
+	}
+	// CPU time (all threads, the collector's included) barely moves when
+	// other work shares the cores; wall time does.
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
+}
