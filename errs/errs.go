@@ -62,6 +62,7 @@ var classes = map[string]Class{
 	"KEY-UNKNOWN":         Refused,
 	"POLICY":              Refused,
 	"PATH-HELD":           Refused,
+	"AUDIT-FAILED":        Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,

@@ -87,6 +87,8 @@ type Bar struct {
 	Reason  string   // fail reason, lock reason
 	Receipt *Receipt // for done
 	expires time.Time
+	// Start and End clipped to the window; these are the lease's own.
+	granted, ended time.Time
 }
 
 // Receipt is what a done bar links to.
@@ -130,6 +132,7 @@ type Verification struct {
 	Root        string        `json:"root"`
 	Commit      string        `json:"commit"`
 	Signed      int           `json:"signed"` // verified entries whose commit is signed
+	Unsigned    []Entry       `json:"-"`      // verified entries whose commit is not
 	RequireSigs bool          `json:"require_signatures"`
 	Checkpoints []Checkpoint  `json:"checkpoints"`
 	Failure     *Finding      `json:"failure,omitempty"`
@@ -476,6 +479,7 @@ func (b *builder) finish(opt Options) {
 			continue
 		}
 		bar.Lane = pos[keep[bar.Lane]]
+		bar.granted, bar.ended = bar.Start, bar.End
 		if bar.Start.Before(from) {
 			bar.Start = from
 		}
@@ -598,13 +602,19 @@ func (b *builder) signatures(l *ledger.Ledger, head *ledger.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	// The walk goes from the head back to genesis: the i-th commit read is
+	// entry len-1-i.
+	seq := len(b.entries)
 	for cur := head.Commit; !cur.IsZero(); {
+		seq--
 		cm, err := db.ReadCommit(cur)
 		if err != nil {
 			return errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
 		}
 		if cm.Signature != "" {
 			b.m.Verify.Signed++
+		} else if seq >= 0 {
+			b.m.Verify.Unsigned = append(b.m.Verify.Unsigned, b.entries[seq])
 		}
 		cur = gitstore.ObjectID{}
 		if len(cm.Parents) > 0 {

@@ -50,7 +50,7 @@ func Render(w io.Writer, m *Model) error {
 	}
 	d := pageData{Model: m, Data: template.JS(data)}
 	for _, b := range m.Bars {
-		if b.Takeover == "" || b.Start.Before(m.From) {
+		if b.Takeover == "" || b.granted.Before(m.From) {
 			continue
 		}
 		if len(d.Takeovers) == maxTakeoverRows {
