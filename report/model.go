@@ -11,7 +11,8 @@
 // first and the timeline ends before it.
 //
 // Rendering approach: the page carries the model as one inline JSON document
-// (columnar arrays with interned actor names, so 100k entries stay a few MB)
+// (columnar arrays with interned actor names, gzipped and base64-encoded, so
+// 100k entries stay a few MB; the browser's DecompressionStream unpacks it)
 // and a small inline script that draws only the lanes scrolled into view, as
 // SVG, merging bars narrower than a pixel. Why not the alternatives: a fully
 // server-rendered SVG of 100k entries is tens of MB of DOM that Chromium lays
@@ -23,9 +24,10 @@
 //
 // Security: everything in an entry (notes, reasons, actor names, paths) is
 // attacker-controlled. The HTML parts go through html/template's contextual
-// escaping; the JSON is encoded with <, > and & escaped, so no entry text can
-// end the script element that carries it; the script builds nodes with
-// createElementNS and sets text with textContent, never innerHTML.
+// escaping; the JSON travels as base64, so no entry text can end the script
+// element that carries it; the script builds nodes with createElementNS and
+// sets text with textContent, never innerHTML. A Content-Security-Policy
+// meta tag forbids every fetch, so the page cannot load anything.
 package report
 
 import (

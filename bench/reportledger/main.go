@@ -3,9 +3,11 @@
 // every tenth lease left to expire and taken over, in batches appended in
 // process, on a clock that advances between batches.
 //
-//	go run ./bench/reportledger -dir DIR [-entries 100000]
+//	go run ./bench/reportledger -dir DIR [-entries 100000] [-leases 100000]
 //
-// DIR must be a new or empty directory; it becomes a git repository.
+// The first -leases entries are lease work; notes (2,000 an append, fast)
+// fill the ledger up to -entries. DIR must be new or empty; run again on a
+// DIR it built, it only adds the notes.
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -23,12 +26,18 @@ import (
 func main() {
 	dir := flag.String("dir", "", "repository to create")
 	entries := flag.Int("entries", 100000, "entries to write (about)")
+	leases := flag.Int("leases", 100000, "of which lease work (about)")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "-dir is required")
 		os.Exit(2)
 	}
+	_, statErr := os.Stat(filepath.Join(*dir, ".git"))
+	resume := statErr == nil
 	for _, argv := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "--allow-empty", "-m", "root"}} {
+		if resume {
+			break
+		}
 		if out, err := exec.Command("git", append([]string{"-C", *dir}, argv...)...).CombinedOutput(); err != nil {
 			die(fmt.Errorf("git %v: %v %s", argv, err, out))
 		}
@@ -46,6 +55,15 @@ func main() {
 		}}); err != nil {
 			die(err)
 		}
+	}
+	if resume {
+		s, err := l.Head()
+		if err != nil {
+			die(err)
+		}
+		now = now.Add(24 * time.Hour)
+		notes(l, &now, int(s.Meta.Size), *entries)
+		return
 	}
 	one("lead", chain.KindGenesis, chain.GenesisBody{Origin: "report-bench"})
 	const group, waveSize = 200, 2000
@@ -70,7 +88,7 @@ func main() {
 		}
 	}
 	written := 1
-	for w := 0; written < *entries; w++ {
+	for w := 0; written < *leases; w++ {
 		wave := fmt.Sprintf("w%02d", w)
 		p := lease.PlanBody{Wave: wave}
 		for i := 0; i < waveSize; i++ {
@@ -78,7 +96,7 @@ func main() {
 		}
 		one("lead", "plan", p)
 		written++
-		for g := 0; g < waveSize && written < *entries; g += group {
+		for g := 0; g < waveSize && written < *leases; g += group {
 			var actors, lapsed []string
 			var claims, renews, releases, fails, retake, finish []any
 			var relActors, failActors []string
@@ -115,11 +133,29 @@ func main() {
 			written += 2*group + len(releases) + len(fails) + 2*len(retake)
 		}
 	}
+	notes(l, &now, written, *entries)
+}
+
+// notes appends notes from size entries up to n, a minute apart per batch.
+func notes(l *ledger.Ledger, now *time.Time, size, n int) {
+	for size < n {
+		builds := make([]ledger.BuildFunc, min(n-size, 2000))
+		for i := range builds {
+			builds[i] = func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+				return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: "progress: step finished"}}, nil
+			}
+		}
+		if _, err := l.AppendBatch("agent-9", builds); err != nil {
+			die(err)
+		}
+		size += len(builds)
+		*now = now.Add(time.Minute)
+	}
 	s, err := l.Head()
 	if err != nil {
 		die(err)
 	}
-	fmt.Printf("%d entries in %s\n", s.Meta.Size, *dir)
+	fmt.Printf("%d entries in %s\n", s.Meta.Size, l.Repo.WorkTree)
 }
 
 func die(err error) {
