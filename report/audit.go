@@ -179,6 +179,9 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 	if period.Until.IsZero() {
 		period.Until = period.Since
 	}
+	// No commits and no OLD: the period is empty (Build would take zero
+	// bounds for the whole ledger).
+	empty := period.Since.IsZero()
 	m, err := Build(c, period)
 	if err != nil {
 		return nil, err
@@ -246,6 +249,9 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 		}
 	}
 	for _, b := range m.Bars {
+		if empty {
+			break
+		}
 		lane := laneName(m.Lanes[b.Lane])
 		if b.Takeover != "" && !b.granted.Before(period.Since) {
 			res.Takeovers = append(res.Takeovers, AuditTakeover{Seq: b.GrantSeq, TS: chain.FormatTime(b.Start), Lane: lane,
@@ -255,7 +261,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 			res.Expired = append(res.Expired, ExpiredLease{Lane: lane, Epoch: b.Epoch, Actor: b.Actor, ExpiredAt: chain.FormatTime(b.End)})
 		}
 	}
-	if policy.RequireSignatures {
+	if policy.RequireSignatures && !empty {
 		for _, e := range m.Verify.Unsigned {
 			if !e.TS.Before(period.Since) && !e.TS.After(period.Until) {
 				res.Unsigned = append(res.Unsigned, UnsignedEntry{Seq: e.Seq, TS: chain.FormatTime(e.TS), Actor: e.Actor, Kind: e.Kind})

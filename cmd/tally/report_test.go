@@ -323,3 +323,31 @@ func TestAudit(t *testing.T) {
 		t.Errorf("audit text: exit %d, stderr %s", text.Code, text.Stderr)
 	}
 }
+
+// TestAuditUnsignedEntries: once the policy requires signatures, the
+// unsigned entries in the period fail the audit (exit 2); a period after them
+// passes.
+func TestAuditUnsignedEntries(t *testing.T) {
+	r := newRepo(t).at(0)
+	r.ok("lead", "init")
+	r.ok("lead", "note", "before signatures")
+	key := filepath.Join(t.TempDir(), "lead")
+	r.ok("lead", "keys", "generate", "--out", key)
+	r.ok("lead", "keys", "add", "lead", "@"+key+".pub")
+	r.at(time.Minute)
+	r.ok("lead", "--sign-key", key, "policy", "set", "--require-signatures", "--admins", "lead")
+	r.at(2*time.Minute).ok("lead", "--sign-key", key, "note", "signed")
+	r.commitAt(2*time.Minute, "work", "a.go")
+	e := r.refuse(2, "AUDIT-FAILED", "lead", "audit", "--ref", "refs/heads/main", "HEAD~1..HEAD")
+	var seqs []string
+	for _, u := range arr(t, obj(t, e, "audit"), "unsigned") {
+		seqs = append(seqs, fmt.Sprint(u.(map[string]any)["seq"]))
+	}
+	if strings.Join(seqs, " ") != "0 1 2" {
+		t.Fatalf("unsigned entries %v, want the three before the policy", seqs)
+	}
+	res := r.ok("lead", "audit", "--ref", "refs/heads/main", "--since", tsAt(time.Minute), "HEAD~1..HEAD")
+	if u := arr(t, res, "unsigned"); len(u) != 0 {
+		t.Fatalf("unsigned after the policy: %v", u)
+	}
+}
