@@ -71,6 +71,7 @@ var classes = map[string]Class{
 	"PUSHER-DENIED":       Refused,
 	"PUSHER-UNKNOWN":      Refused,
 	"LIMIT-EXCEEDED":      Refused,
+	"AUDIT-FAILED":        Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	"INTERNAL":           Integrity,

@@ -93,6 +93,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.lockCmd(), a.unlockCmd(), a.locksCmd(), a.deadlocksCmd(),
 		a.checkpointCmd(), a.proveCmd(), a.verifyProofCmd(), a.anchorCmd(),
 		a.policyCmd(), a.keysCmd(), a.remoteCmd(), a.syncCmd(), a.hooksCmd(), a.hookCmd(),
+		a.reportCmd(), a.auditCmd(),
 		a.mcpCmd(), a.versionCmd(),
 	} {
 		root.AddCommand(c)
