@@ -117,36 +117,49 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 		}
 		return nil, errs.Wrap("INTERNAL", err, "update %s", l.Ref)
 	}
-	// The new tip extends a verified one through Step: record it, so the
-	// next append verifies nothing. A record that fails to land only makes
-	// the next append verify more.
+	// The new tip extends a checked one through Step: the writer's record
+	// moves to it, so the next append checks nothing. A record that fails
+	// to land only makes the next append check more.
 	last := out[len(out)-1]
-	l.writeRecordMeta(l.recordPath(), last.Commit, last.Meta)
+	l.writeRecordMeta(l.writerRecordPath(), last.Commit, last.Meta)
 	return out, nil
 }
 
+// writerRecordPath is the writer's own record (FORMAT.md §8): the tip this
+// clone's writer last extended or checked. It is apart from verify's record,
+// so that tally verify still re-derives the entries this clone appended.
+func (l *Ledger) writerRecordPath() string { return filepath.Join(l.LocalDir, "appended") }
+
 // verifiedUpTo makes sure the chain the writer is about to extend verifies:
-// the entries since this clone's verify record (normally none: every append
-// and verify records its tip) are verified, and the record moves to tip. A
-// ledger that does not verify is never extended; the error carries the
+// the entries since the writer's record, else since verify's, are verified
+// (normally none: every append records its tip), and the writer's record
+// moves to tip. A ledger that does not verify, or no longer extends what
+// this clone wrote or verified, is never extended; the error carries the
 // integrity code and the first bad seq.
 func (l *Ledger) verifiedUpTo(tip gitstore.ObjectID) error {
 	if tip.IsZero() {
 		return nil
 	}
-	base, _ := l.trustedRecord()
+	base, _ := l.trustedRecordAt(l.writerRecordPath())
+	if base.IsZero() {
+		base, _ = l.trustedRecord()
+	}
 	if base == tip {
 		return nil
 	}
 	if _, err := l.VerifyRange(base, tip); err != nil {
 		e := errs.From(err)
-		refused := errs.New(e.Code, "refusing to append to a ledger that does not verify (run tally verify): %s", e.Message)
+		msg := "refusing to append to a ledger that does not verify (run tally verify): " + e.Message
+		if e.Code == "FORK-DETECTED" || e.Code == "ROLLBACK-DETECTED" {
+			msg += fmt.Sprintf(" (if you moved %s on purpose, remove %s and %s)", l.Ref, l.writerRecordPath(), l.recordPath())
+		}
+		refused := errs.New(e.Code, "%s", msg)
 		for k, v := range e.Details {
 			refused.With(k, v)
 		}
 		return refused
 	}
-	return l.writeRecord(l.recordPath(), tip)
+	return l.writeRecord(l.writerRecordPath(), tip)
 }
 
 // Prepared is an entry built on the current tip, with the objects of its

@@ -206,8 +206,8 @@ func sigVerifyFails(t *testing.T, dir string, l *ledger.Ledger, p *ledger.Prepar
 // with BAD-SIGNATURE. The commit as written verifies.
 func TestSignatureHeaderOneForm(t *testing.T) {
 	dir, l, alice, _, _ := sigSetup(t)
-	yes := true
-	if _, err := l.Append("alice", sigDraft("policy", lease.PolicySet{RequireSignatures: &yes})); err != nil {
+	yes, admins := true, []string{"alice"}
+	if _, err := l.Append("alice", sigDraft("policy", lease.PolicySet{RequireSignatures: &yes, Admins: &admins})); err != nil {
 		t.Fatal(err)
 	}
 	p, err := l.Prepare("alice", note("signed once"))

@@ -441,7 +441,8 @@ func TestVerifyIncrementalFindsNewDefect(t *testing.T) {
 // does not verify. With the tip entry rewritten by hand, `tally note` is
 // refused with the verifier's integrity code (exit 3) and the ref stays
 // where the tampering left it: HASH-MISMATCH at the entry in a clone that
-// never verified, FORK-DETECTED in one whose record saw the real history.
+// never verified or wrote, FORK-DETECTED in one whose records saw the real
+// history.
 func TestWriterRefusesUnverifiedChain(t *testing.T) {
 	t.Parallel()
 	dir, commits, entries := tamperFixture(t)
@@ -461,8 +462,10 @@ func TestWriterRefusesUnverifiedChain(t *testing.T) {
 		}
 	}
 	refused("FORK-DETECTED")
-	if err := os.Remove(filepath.Join(gitDir(t, dir), "tally", "verified")); err != nil {
-		t.Fatal(err)
+	for _, record := range []string{"verified", "appended"} { // a clone that never verified or wrote
+		if err := os.Remove(filepath.Join(gitDir(t, dir), "tally", record)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	refused("HASH-MISMATCH")
 	if r := runTally(t, dir, "agent", "--json", "note", "on top"); r.JSON["error"].(map[string]any)["seq"] != float64(k) {

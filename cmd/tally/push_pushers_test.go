@@ -39,6 +39,12 @@ func (c *pusherCluster) as(who string) *netCluster {
 func (c *pusherCluster) syncLedger(dir string) {
 	c.t.Helper()
 	testrepo.Git(c.t, dir, "fetch", "-q", "origin", "+refs/tally/ledger:refs/tally/ledger")
+	// The reset drops local entries the server refused: this clone's records
+	// of what it wrote and verified go with them, or its writer would refuse
+	// to build on the rolled-back ledger.
+	for _, record := range []string{"appended", "verified"} {
+		os.Remove(filepath.Join(dir, ".git", "tally", record))
+	}
 }
 
 // refusedPush pushes dir's ledger with plain git and requires the server's
