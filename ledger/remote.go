@@ -269,5 +269,7 @@ func (l *Ledger) fastForwardLocal(base, tip gitstore.ObjectID) {
 			return // entries of its own: tally sync's business
 		}
 	}
-	l.Repo.UpdateRef(wl, l.Ref, local, tip)
+	if l.Repo.UpdateRef(wl, l.Ref, local, tip) == nil {
+		l.writeRecord(l.writerRecordPath(), tip) // verified when fetched: the next append checks nothing
+	}
 }

@@ -272,5 +272,11 @@ func (l *Ledger) moveLocal(old, tip gitstore.ObjectID) error {
 	if err := l.Repo.UpdateRef(wl, l.Ref, old, tip); err != nil {
 		return errs.Wrap("CONFLICT", err, "local ledger moved during sync")
 	}
+	// tip is verified, and the local entries it replaces were dropped on
+	// purpose: both records move to it (or the writer would take the move
+	// for a rollback).
+	if err := l.writeRecord(l.writerRecordPath(), tip); err != nil {
+		return err
+	}
 	return l.writeRecord(l.recordPath(), tip)
 }

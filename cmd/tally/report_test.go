@@ -54,7 +54,7 @@ func auditLedger(t *testing.T) (r *repo, workCommit string) {
 	r.ok("lead", "lock", "docs/**", "--ttl", "120") // preempts dave: lead's role is higher
 	r.at(4 * time.Minute)
 	r.ok("bob", "renew", "build/schema", "--epoch", "2", "--ttl", "600")
-	if res := testrepo.Run(t, r.dir, "bob", r.env(), "run", "build/schema", "--epoch", "2", "--", "false"); res.Code != 1 {
+	if res := testrepo.Run(t, r.dir, "bob", r.env(), "run", "build/schema", "--epoch", "2", "--", "false"); res.Code != 2 {
 		t.Fatalf("tally run false: exit %d, %s", res.Code, res.Stderr)
 	}
 	workCommit = r.commitAt(4*time.Minute, "schema work", "src/schema/a.go")

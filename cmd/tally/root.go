@@ -194,10 +194,24 @@ func (a *app) fail(err error) int {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(a.stderr, "  %s: %v\n", k, e.Details[k])
+			fmt.Fprintf(a.stderr, "  %s: %s\n", k, detailText(e.Details[k]))
 		}
 	}
 	return int(e.Class())
+}
+
+// detailText renders an error detail for a terminal: strings, numbers and
+// booleans as they are, anything structured (evidence, lists) as its JSON,
+// which is what --json shows for it too.
+func detailText(v any) string {
+	switch v.(type) {
+	case string, bool, int, int64, uint64, float64:
+		return fmt.Sprint(v)
+	}
+	if b, err := json.Marshal(v); err == nil {
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }
 
 func writeJSON(w io.Writer, v any) error {
