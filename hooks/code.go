@@ -92,9 +92,11 @@ func (c *Checker) checkCode(cs *codeState, u Update) ([]Finding, error) {
 		}
 		for _, path := range changed {
 			for _, h := range holds {
-				if h.Actor != cm.Author.Email && pathspec.Match(h.Pattern, path) {
-					add(p.PathLeases, "PATH-HELD", "%s %s by %s changes %s, leased to %s (%s, epoch %d) until %s",
-						what, id, cm.Author.Email, path, h.Actor, h.Source, h.Epoch, h.ExpiresAt)
+				if !p.IsAuthor(h.Actor, cm.Author.Email) && pathspec.Match(h.Pattern, path) {
+					add(p.PathLeases, "PATH-HELD", "%s %s by %s changes %s, leased to %s (%s, epoch %d) until %s; "+
+						"author %s is not %s's (the policy's authors give %s: %v; tally policy set-authors maps an actor to its commit emails)",
+						what, id, cm.Author.Email, path, h.Actor, h.Source, h.Epoch, h.ExpiresAt,
+						cm.Author.Email, h.Actor, h.Actor, p.Authors[h.Actor])
 				}
 			}
 		}

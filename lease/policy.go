@@ -55,6 +55,27 @@ type Policy struct {
 	// PusherVar names one more environment variable the server hook reads
 	// the pusher from, ahead of the ones it knows (hooks.PusherVars).
 	PusherVar string `json:"pusher_var,omitempty"`
+	// Authors maps an actor to the commit author emails (patterns, as
+	// MatchActor reads them) that count as its own where the push hooks
+	// compare a path hold's actor with a commit's author. An actor is always
+	// the author whose email is its own name. Omitted when empty, like
+	// Pushers.
+	Authors map[string][]string `json:"authors,omitempty"`
+}
+
+// IsAuthor reports whether a commit authored by email is actor's own work
+// for the push rules: email is actor itself, or matches one of the
+// patterns Authors gives actor.
+func (p *Policy) IsAuthor(actor, email string) bool {
+	if email == actor {
+		return true
+	}
+	for _, pat := range p.Authors[actor] {
+		if MatchActor(pat, email) {
+			return true
+		}
+	}
+	return false
 }
 
 // MatchActor reports whether pattern matches the whole of actor: '*' matches
@@ -170,6 +191,8 @@ type PolicySet struct {
 	Pushers *map[string][]string `json:"pushers,omitempty"`
 	// PusherVar sets the extra pusher variable; "" removes it.
 	PusherVar *string `json:"pusher_var,omitempty"`
+	// Authors replaces the whole actor-to-author map; an empty map clears it.
+	Authors *map[string][]string `json:"authors,omitempty"`
 }
 
 func validMode(m string) bool { return m == Off || m == Warn || m == Enforce }
@@ -252,22 +275,9 @@ func (r *rule) policy() (string, error) {
 		changed = append(changed, "admins")
 	}
 	if b.Pushers != nil {
-		pushers := make(map[string][]string, len(*b.Pushers))
-		for pusher, pats := range *b.Pushers {
-			if err := chain.ValidActor(pusher); err != nil {
-				return "", errs.New("USAGE", "pusher: %v", err)
-			}
-			if len(pats) == 0 {
-				return "", errs.New("USAGE", "pusher %s: no actor patterns (leave a pusher out to bind it to none)", pusher)
-			}
-			for _, pat := range pats {
-				if err := chain.ValidActor(pat); err != nil {
-					return "", errs.New("USAGE", "pusher %s: actor pattern: %v", pusher, err)
-				}
-			}
-			pushers[pusher] = sorted(slices.Clone(pats))
+		if p.Pushers, err = patternMap("pusher", "actor", *b.Pushers); err != nil {
+			return "", err
 		}
-		p.Pushers = pushers
 		changed = append(changed, "pushers")
 	}
 	if b.PusherVar != nil {
@@ -276,6 +286,12 @@ func (r *rule) policy() (string, error) {
 		}
 		p.PusherVar = *b.PusherVar
 		changed = append(changed, "pusher_var")
+	}
+	if b.Authors != nil {
+		if p.Authors, err = patternMap("actor", "author", *b.Authors); err != nil {
+			return "", err
+		}
+		changed = append(changed, "authors")
 	}
 	if len(changed) == 0 {
 		return "", errs.New("USAGE", "policy entry changes nothing")
@@ -289,6 +305,32 @@ func (r *rule) policy() (string, error) {
 		return "", err
 	}
 	return "policy: set " + strings.Join(changed, ", "), nil
+}
+
+// patternMap validates a name -> patterns map of the policy (pushers to
+// actor patterns, actors to author patterns): names and patterns are valid
+// actor names, each name has at least one pattern; patterns are stored
+// sorted. An empty map gives nil (the field is then omitted).
+func patternMap(name, of string, m map[string][]string) (map[string][]string, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string][]string, len(m))
+	for k, pats := range m {
+		if err := chain.ValidActor(k); err != nil {
+			return nil, errs.New("USAGE", "%s: %v", name, err)
+		}
+		if len(pats) == 0 {
+			return nil, errs.New("USAGE", "%s %s: no %s patterns (leave it out instead)", name, k, of)
+		}
+		for _, pat := range pats {
+			if err := chain.ValidActor(pat); err != nil {
+				return nil, errs.New("USAGE", "%s %s: %s pattern: %v", name, k, of, err)
+			}
+		}
+		out[k] = sorted(slices.Clone(pats))
+	}
+	return out, nil
 }
 
 // ActorKey is one key registered for an actor.

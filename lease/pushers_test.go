@@ -78,3 +78,25 @@ func TestRequireSignaturesNeedsAdmins(t *testing.T) {
 	w.ok("policy", "alice", lease.PolicySet{RequireSignatures: &yes, Admins: &admins})
 	w.refuse("POLICY", "policy", "alice", lease.PolicySet{Admins: &none})
 }
+
+// TestIsAuthor: an actor is the author whose email is its name, and any the
+// policy's authors patterns give it; nobody else.
+func TestIsAuthor(t *testing.T) {
+	p := &lease.Policy{Authors: map[string][]string{"agent-1": {"agent-1@ci.*", "a1@example.com"}}}
+	for _, c := range []struct {
+		actor, email string
+		want         bool
+	}{
+		{"agent-1", "agent-1", true},
+		{"agent-1", "agent-1@ci.example.com", true},
+		{"agent-1", "a1@example.com", true},
+		{"agent-1", "agent-2@ci.example.com", false},
+		{"agent-2", "agent-1@ci.example.com", false},
+		{"bob@example.com", "bob@example.com", true},
+		{"bob@example.com", "alice@example.com", false},
+	} {
+		if got := p.IsAuthor(c.actor, c.email); got != c.want {
+			t.Errorf("IsAuthor(%q, %q) = %v, want %v", c.actor, c.email, got, c.want)
+		}
+	}
+}

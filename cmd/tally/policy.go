@@ -31,19 +31,24 @@ func (a *app) policyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The state omits pushers and pusher_var when empty (lease.Policy);
-			// the view always shows them, shadowing the embedded fields.
+			// The state omits pushers, pusher_var and authors when empty
+			// (lease.Policy); the view always shows them, shadowing the
+			// embedded fields.
 			view := struct {
 				*lease.Policy
 				Pushers   map[string][]string `json:"pushers"`
 				PusherVar string              `json:"pusher_var"`
-			}{p, p.Pushers, p.PusherVar}
+				Authors   map[string][]string `json:"authors"`
+			}{p, p.Pushers, p.PusherVar, p.Authors}
 			if view.Pushers == nil {
 				view.Pushers = map[string][]string{}
 			}
+			if view.Authors == nil {
+				view.Authors = map[string][]string{}
+			}
 			return a.emit(map[string]any{"policy": view}, func(w io.Writer) {
-				fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\n",
-					p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar)
+				fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\nauthors: %v\n",
+					p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar, view.Authors)
 			})
 		},
 	}
@@ -140,23 +145,57 @@ func (a *app) policyCmd() *cobra.Command {
 			return cobra.MinimumNArgs(1)(cmd, argv)
 		}),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			m := map[string][]string{}
-			for _, kv := range argv {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || v == "" {
-					return usageErr("expected PUSHER=ACTOR[,ACTOR...], got %q", kv)
-				}
-				if _, dup := m[k]; dup {
-					return usageErr("pusher %q given twice", k)
-				}
-				m[k] = strings.Split(v, ",")
+			m, err := nameToPatterns(argv, "PUSHER=ACTOR[,ACTOR...]", "pusher")
+			if err != nil {
+				return err
 			}
 			return a.setPolicy(lease.PolicySet{Pushers: &m})
 		},
 	}
 	pushers.Flags().BoolVar(&clearPushers, "clear", false, "unbind all pushers")
-	cmd.AddCommand(show, set, roles, actors, pushers)
+	var clearAuthors bool
+	authors := &cobra.Command{
+		Use:   "set-authors ACTOR=EMAIL[,EMAIL...]... | --clear",
+		Short: "map actors to the commit author emails that count as their own for path leases (EMAIL may use *); replaces the whole map",
+		Example: `  tally policy set-authors agent-1='agent-1@ci.example.com' alice='alice@*'
+  tally policy set-authors --clear`,
+		Args: args(func(cmd *cobra.Command, argv []string) error {
+			if clearAuthors && len(argv) > 0 {
+				return fmt.Errorf("--clear takes no ACTOR=EMAIL arguments")
+			}
+			if clearAuthors {
+				return nil
+			}
+			return cobra.MinimumNArgs(1)(cmd, argv)
+		}),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			m, err := nameToPatterns(argv, "ACTOR=EMAIL[,EMAIL...]", "actor")
+			if err != nil {
+				return err
+			}
+			return a.setPolicy(lease.PolicySet{Authors: &m})
+		},
+	}
+	authors.Flags().BoolVar(&clearAuthors, "clear", false, "remove every mapping (an actor is then only the author whose email is its name)")
+	cmd.AddCommand(show, set, roles, actors, pushers, authors)
 	return cmd
+}
+
+// nameToPatterns parses NAME=PATTERN[,PATTERN...] arguments (set-pushers,
+// set-authors); none gives the empty map, which clears the field.
+func nameToPatterns(argv []string, form, name string) (map[string][]string, error) {
+	m := map[string][]string{}
+	for _, kv := range argv {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || v == "" {
+			return nil, usageErr("expected %s, got %q", form, kv)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usageErr("%s %q given twice", name, k)
+		}
+		m[k] = strings.Split(v, ",")
+	}
+	return m, nil
 }
 
 func (a *app) setPolicy(p lease.PolicySet) error {

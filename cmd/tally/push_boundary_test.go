@@ -7,6 +7,7 @@ package main
 
 import (
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -276,4 +277,27 @@ func TestPushNamespaceGuarded(t *testing.T) {
 	if got := testrepo.Git(t, b.bare, "notes", "--ref=tally", "show", work); got != honest {
 		t.Fatalf("server note of %s is %q, want %q", work, got, honest)
 	}
+}
+
+// TestPushAuthorIdentity: path leases compare the holder (an actor name) with
+// the commit's author email. An agent named agent-1 whose git identity is
+// agent-1@ci.example.com has its own commits under its lease refused, and
+// the refusal says which email it compared; once the policy maps agent-1 to
+// that email its commits pass, and another author's still do not.
+func TestPushAuthorIdentity(t *testing.T) {
+	b := newBoundary(t, gitserver.GitDaemon)
+	b.admin("policy", "set", "--path-leases", "enforce")
+	a := b.clone("agent-1")
+	b.tally(a, "agent-1", "claim", "p/c000", "--ttl", "3600")
+	b.commit(a, "agent-1@ci.example.com", "src/one.go")
+	b.refused("the holder's commit under another email", a, "refs/heads/main", "PATH-HELD",
+		"author agent-1@ci.example.com is not agent-1's", false, "origin", "main")
+	b.admin("policy", "set-authors", "agent-1=agent-1@ci.*")
+	if p := obj(t, b.admin("policy", "show"), "policy"); fmt.Sprint(p["authors"]) != "map[agent-1:[agent-1@ci.*]]" {
+		t.Fatalf("policy show: authors %v", p["authors"])
+	}
+	b.accepted("the holder's commit once mapped", a, "origin", "main")
+	bob := b.clone("bob")
+	b.commit(bob, "bob@example.com", "src/two.go")
+	b.refused("someone else's commit", bob, "refs/heads/main", "PATH-HELD", "leased to agent-1", false, "origin", "main")
 }
