@@ -1300,30 +1300,10 @@ func TestCLIClaimWait(t *testing.T) {
 
 	// B waits: b needs a done. Its first refusal is announced on stderr;
 	// only then does A finish a, so B is granted b while waiting.
-	cmd := exec.Command(testrepo.Tally(t), "-C", r.dir, "--json", "claim", "--next", "--wait", "1m")
-	cmd.Env = testrepo.Env("TALLY_ACTOR=B")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil || !strings.Contains(line, "waiting up to 1m0s") || !strings.Contains(line, "NO-READY-CELL") {
-		cmd.Process.Kill()
-		t.Fatalf("claim --wait did not announce its wait: %q %v", line, err)
-	}
+	granted := startWaitingClaim(t, r.dir, "B", "waiting up to 1m0s", "claim", "--next", "--wait", "1m")
 	r.ok("A", "done", "w/a", "--epoch", epoch)
-	go io.Copy(io.Discard, stderr)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("claim --next --wait: %v\n%s", err, stdout.String())
-	}
-	var got map[string]any
-	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got["cell"] != "b" {
-		t.Fatalf("claim --next --wait got %s, want cell b", stdout.String())
+	if got := granted(); got["cell"] != "b" {
+		t.Fatalf("claim --next --wait got %v, want cell b", got)
 	}
 
 	// b is claimed by B: a wait on it that runs out reports "waited".

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -111,17 +108,8 @@ func BenchmarkPreReceiveAtLimits(b *testing.B) {
 		b.Run(sc.name, func(b *testing.B) {
 			var walls, cpus []time.Duration
 			for b.Loop() {
-				cmd := exec.Command(bin, "hook", "pre-receive")
-				cmd.Dir, cmd.Env = bare, testrepo.Env("GIT_DIR="+bare)
-				cmd.Stdin = strings.NewReader(old + " " + new + " refs/tally/ledger\n")
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				start := time.Now()
-				if err := cmd.Run(); err != nil {
-					b.Fatalf("tally hook pre-receive: %v\n%s", err, out.String())
-				}
-				walls = append(walls, time.Since(start))
-				cpus = append(cpus, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
+				wall, cpu := timedPreReceive(b, bin, bare, old+" "+new+" refs/tally/ledger\n")
+				walls, cpus = append(walls, wall), append(cpus, cpu)
 			}
 			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 			b.ReportMetric(ms(netPercentile(walls, 50)), "p50-ms")

@@ -27,31 +27,10 @@ func TestRemoteClaimWait(t *testing.T) {
 	a, b := c.clone("a"), c.clone("b")
 	c.ok(a, "A", nil, "--remote", "origin", "claim", "w/a")
 
-	cmd := exec.Command(c.bin, "-C", b, "--json", "--remote", "origin", "claim", "--next", "--wait", "1m")
-	cmd.Env = testrepo.Env("TALLY_ACTOR=B")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil || !strings.Contains(line, "NO-READY-CELL") {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("remote claim --next --wait did not wait: %q %v\n%s", line, err, stdout.String())
-	}
+	granted := startWaitingClaim(t, b, "B", "waiting up to 1m0s", "--remote", "origin", "claim", "--next", "--wait", "1m")
 	c.ok(a, "A", nil, "--remote", "origin", "done", "w/a", "--epoch", "1")
-	go io.Copy(io.Discard, stderr)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("remote claim --next --wait: %v\n%s", err, stdout.String())
-	}
-	var got map[string]any
-	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got["cell"] != "b" {
-		t.Fatalf("remote claim --next --wait got %s, want cell b", stdout.String())
+	if got := granted(); got["cell"] != "b" {
+		t.Fatalf("remote claim --next --wait got %v, want cell b", got)
 	}
 	c.ok(b, "B", nil, "--remote", "origin", "done", "w/b", "--epoch", "1")
 	fresh := c.clone("fresh")
@@ -66,4 +45,41 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	r := &repo{t: t, dir: dir}
 	return r.file(name, content)
+}
+
+// startWaitingClaim starts `tally --json ARGS` (a claim with --wait) in dir
+// as actor and returns once its stderr announces the wait (a line holding
+// announce and NO-READY-CELL), so the caller can then make a cell ready. The
+// function it returns waits for the claim to end and returns its result.
+func startWaitingClaim(t *testing.T, dir, actor, announce string, args ...string) func() map[string]any {
+	t.Helper()
+	cmd := exec.Command(testrepo.Tally(t), append([]string{"-C", dir, "--json"}, args...)...)
+	cmd.Env = testrepo.Env("TALLY_ACTOR=" + actor)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil || !strings.Contains(line, announce) || !strings.Contains(line, "NO-READY-CELL") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("tally %v did not announce its wait: %q %v\n%s", args, line, err, stdout.String())
+	}
+	go io.Copy(io.Discard, stderr)
+	return func() map[string]any {
+		t.Helper()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("tally %v: %v\n%s", args, err, stdout.String())
+		}
+		var got map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+			t.Fatalf("tally %v: %v: %s", args, err, stdout.String())
+		}
+		return got
+	}
 }
