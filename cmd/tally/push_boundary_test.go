@@ -244,6 +244,13 @@ func TestPushNamespaceGuarded(t *testing.T) {
 		push(blob(body)+":refs/tally/checkpoints/1")...)
 	b.refused("a checkpoint ref at a commit", x, "refs/tally/checkpoints/1", "CHECKPOINT-INVALID", "not a commit", false,
 		push(head+":refs/tally/checkpoints/1")...)
+	// The same root spelled with base64's unused low bits set decodes to the
+	// same hash: only a canonical-form check tells them apart.
+	root := lines[2]
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	respelled := root[:len(root)-2] + string(alphabet[strings.IndexByte(alphabet, root[len(root)-2])|1]) + "="
+	b.refused("a checkpoint whose root is not canonical base64", x, ref, "CHECKPOINT-INVALID", "not a base64 32-byte hash", false,
+		push("+"+blob(strings.Replace(signed, root, respelled, 1))+":"+ref)...)
 	b.refused("a checkpoint with a garbage signature line", x, ref, "CHECKPOINT-INVALID", "signature line", false,
 		push("+"+blob(signed+"not a signature\n")+":"+ref)...)
 
