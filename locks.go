@@ -75,7 +75,7 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 
 func withDetails(e, from *errs.Error) *errs.Error {
 	for k, v := range from.Details {
-		e.With(k, v)
+		e = e.With(k, v)
 	}
 	return e
 }

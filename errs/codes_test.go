@@ -126,3 +126,16 @@ func TestEveryCodeHasAClass(t *testing.T) {
 		}
 	}
 }
+
+// TestWithCopies: With never changes the error it is called on, so a
+// package-level error or one handed to several callers keeps its details.
+func TestWithCopies(t *testing.T) {
+	base := errs.New("LEASE-HELD", "held").With("holder", "a")
+	more := base.With("epoch", 2)
+	if _, ok := base.Details["epoch"]; ok || len(base.Details) != 1 {
+		t.Fatalf("With changed the original: %v", base.Details)
+	}
+	if more.Details["holder"] != "a" || more.Details["epoch"] != 2 || more.Code != "LEASE-HELD" || more.Message != "held" {
+		t.Fatalf("With lost something: %+v", more)
+	}
+}

@@ -117,13 +117,17 @@ func Wrap(code string, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Message: msg, Err: err}
 }
 
-// With adds a detail and returns e, so details chain onto New.
+// With returns a copy of e with one more detail, so details chain onto New
+// and no caller changes an error another holds (a package-level error, or
+// one a callee returned to several).
 func (e *Error) With(key string, value any) *Error {
-	if e.Details == nil {
-		e.Details = map[string]any{}
+	c := *e
+	c.Details = make(map[string]any, len(e.Details)+1)
+	for k, v := range e.Details {
+		c.Details[k] = v
 	}
-	e.Details[key] = value
-	return e
+	c.Details[key] = value
+	return &c
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

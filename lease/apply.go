@@ -520,7 +520,7 @@ func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
 	if b.Epoch < c.Epoch {
 		e := errs.New("EPOCH-MISMATCH", "%s/%s is at epoch %d: epoch %d was fenced off", b.Wave, b.Cell, c.Epoch, b.Epoch).With("epoch", c.Epoch)
 		if l != nil {
-			e.With("holder", l.Actor)
+			e = e.With("holder", l.Actor)
 		}
 		return nil, e
 	}

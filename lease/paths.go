@@ -789,7 +789,7 @@ func (r *rule) heldBy(pl *PathLock, ok bool, epoch int64) error {
 		e := errs.New("EPOCH-MISMATCH", "lock on %s is at epoch %d, not %d", pl.Pattern, pl.Epoch, epoch).
 			With("pattern", pl.Pattern).With("epoch", pl.Epoch)
 		if pl.Lease != nil {
-			e.With("holder", pl.Lease.Actor)
+			e = e.With("holder", pl.Lease.Actor)
 		}
 		return e
 	case pl.Lease == nil:

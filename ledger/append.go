@@ -155,7 +155,7 @@ func (l *Ledger) verifiedUpTo(tip gitstore.ObjectID) error {
 		}
 		refused := errs.New(e.Code, "%s", msg)
 		for k, v := range e.Details {
-			refused.With(k, v)
+			refused = refused.With(k, v)
 		}
 		return refused
 	}

@@ -189,7 +189,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 	if f := m.Verify.Failure; f != nil {
 		e := errs.New(f.Code, "%s", f.Message)
 		if f.Seq >= 0 {
-			e.With("seq", f.Seq)
+			e = e.With("seq", f.Seq)
 		}
 		return nil, e
 	}

@@ -61,7 +61,7 @@ Run tally sync first to report on a remote's ledger.`,
 			if f := m.Verify.Failure; f != nil {
 				e := errs.New(f.Code, "%s (report written to %s, showing the %d entries before the failure)", f.Message, out, m.Verify.Entries)
 				if f.Seq >= 0 {
-					e.With("seq", f.Seq)
+					e = e.With("seq", f.Seq)
 				}
 				return e.With("out", out)
 			}

@@ -57,7 +57,7 @@ CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED for a checkpoint.`,
 			if err != nil {
 				e := errs.From(err)
 				if i, ok := e.Details["checkpoint"].(int); ok {
-					e.With("checkpoint", checkpoints[i])
+					e = e.With("checkpoint", checkpoints[i])
 				}
 				return e
 			}
