@@ -42,10 +42,12 @@ type ClaimIn struct {
 	Wave        string `json:"wave,omitempty" jsonschema:"the cell's wave; with next: only consider this wave"`
 	Cell        string `json:"cell,omitempty" jsonschema:"the cell id (omit with next)"`
 	Next        bool   `json:"next,omitempty" jsonschema:"claim the first ready cell instead of naming one"`
-	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds, 30..86400 (default 1800)"`
+	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds"`
 	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
 	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process, in this boot and PID namespace, is gone (refused through a remote)"`
 }
+
+func (ClaimIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
 
 // RenewIn is the input of renew.
 type RenewIn struct {
@@ -78,11 +80,13 @@ type RunIn struct {
 // LockIn is the input of lock.
 type LockIn struct {
 	Patterns    []string `json:"patterns" jsonschema:"repository-relative globs (*, ?, **), all or none"`
-	TTL         int      `json:"ttl,omitempty" jsonschema:"lock time to live in seconds, 30..86400 (default 1800)"`
+	TTL         int      `json:"ttl,omitempty" jsonschema:"lock time to live in seconds"`
 	Reason      string   `json:"reason,omitempty" jsonschema:"why, for the others"`
 	WaitSeconds int      `json:"wait_seconds,omitempty" jsonschema:"on LEASE-HELD record a wait and retry up to this long (else WAIT-TIMEOUT)"`
 	Epochs      []int64  `json:"epochs,omitempty" jsonschema:"only renew your locks at these epochs (one for all, or one per pattern)"`
 }
+
+func (LockIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
 
 // UnlockIn is the input of unlock.
 type UnlockIn struct {
