@@ -282,6 +282,11 @@ func TestTools(t *testing.T) {
 	a.refuse(t, "USAGE", false, "claim", map[string]any{"wave": "w1", "cell": "c1", "next": true})
 	a.refuse(t, "USAGE", false, "claim", map[string]any{"wave": "w1", "cel": "c1"})  // schema: unknown property
 	a.refuse(t, "USAGE", false, "renew", map[string]any{"wave": "w1", "cell": "c0"}) // schema: epoch is required
+	// Schema ranges: nothing outside them reaches the rules.
+	a.refuse(t, "USAGE", false, "renew", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "ttl": lease.TTLMin - 1})
+	a.refuse(t, "USAGE", false, "lock", map[string]any{"patterns": []string{"a/**"}, "wait_seconds": -1})
+	a.refuse(t, "USAGE", false, "run", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "argv": []string{"true"}, "timeout_seconds": -1})
+	a.refuse(t, "USAGE", false, "log", map[string]any{"n": -1})
 	b := start(t, dir, "agent-2", false)
 	e := b.refuse(t, "LEASE-HELD", true, "claim", map[string]any{"wave": "w1", "cell": "c0"})
 	if e["holder"] != "agent-1" || e["epoch"] != 1.0 || e["expires_at"] == nil {

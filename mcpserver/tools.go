@@ -202,8 +202,8 @@ func (s *Server) tools() {
 		"read evidence.exit_code.", s.run)
 	add(s, "lock", "Lease repository paths, all or none; a pattern you hold is renewed (tally lock).",
 		func(_ context.Context, in LockIn) (out *tally.LockResult, err error) {
-			if in.WaitSeconds < 0 || (in.WaitSeconds > 0 && in.Epochs != nil) {
-				return nil, errs.New("USAGE", "wait_seconds must not be negative, and excludes epochs")
+			if in.WaitSeconds > 0 && in.Epochs != nil { // the schema admits no negative wait
+				return nil, errs.New("USAGE", "wait_seconds excludes epochs")
 			}
 			err = s.call(func(c *tally.Client) error {
 				if in.Epochs != nil {
@@ -254,8 +254,8 @@ const tailMax = 4096
 // output is digested and its tail returned. Cancelling the call, or its
 // timeout, kills the command's process group.
 func (s *Server) run(ctx context.Context, in RunIn) (*RunOut, error) {
-	if len(in.Argv) == 0 || in.TimeoutSeconds < 0 {
-		return nil, errs.New("USAGE", "give argv, the command to run, and a timeout that is not negative")
+	if len(in.Argv) == 0 { // the schema admits no negative timeout
+		return nil, errs.New("USAGE", "give argv, the command to run")
 	}
 	var ls *lease.Lease
 	var start time.Time
