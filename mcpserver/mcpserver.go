@@ -4,17 +4,22 @@
 // calls and decides nothing on its own. The actor is the client's, fixed for
 // the server's life.
 //
-// A failed call is a tool error (IsError) whose structured content is the
-// command line's --json error object, {"ok":false,"error":{"code":...,
-// "message":...,"retryable":...,<details>}}, also given as JSON text.
+// A successful call's structured content (also given as JSON text) is the
+// command line's --json object: the result's fields and "ok": true; the
+// tool's output schema describes exactly that. A failed call is a tool error
+// (IsError) whose one text content is the command line's --json error object,
+// {"ok":false,"error":{"code":...,"message":...,"retryable":...,<details>}},
+// with no structured content (see errorObjects).
 package mcpserver
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -31,8 +36,10 @@ import (
 type Options struct {
 	// PID is recorded as the holder process of the server's claims, for
 	// dead-holder takeover: the agent's process. 0 means the server's parent.
-	PID     int
-	Version string       // reported to the client (default "dev")
+	PID int
+	// Version is reported to the client as serverInfo.version; empty means
+	// the tally module's version in this binary's build info.
+	Version string
 	Log     *slog.Logger // the SDK's and the renewer's log (nil: none)
 	// Renew, if set, keeps the leases this server claims renewed while the
 	// agent lives (see RenewOptions).
@@ -81,7 +88,7 @@ func New(c *tally.Client, o Options) *Server {
 		o.PID = os.Getppid()
 	}
 	if o.Version == "" {
-		o.Version = "dev"
+		o.Version = moduleVersion()
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -106,6 +113,28 @@ func New(c *tally.Client, o Options) *Server {
 	s.AddReceivingMiddleware(errorObjects)
 	s.tools()
 	return s
+}
+
+// moduleVersion is the version of the tally module as this binary was built
+// with it: as its main module ("(devel)" from a work tree), or as a
+// dependency (replaced by a directory: "(devel)"), else "(unknown)".
+func moduleVersion() string {
+	path := reflect.TypeFor[tally.Client]().PkgPath() // the module's root package
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range append([]*debug.Module{&info.Main}, info.Deps...) {
+			if m.Path != path {
+				continue
+			}
+			if m.Replace != nil {
+				m = m.Replace
+			}
+			if m.Version == "" {
+				return "(devel)"
+			}
+			return m.Version
+		}
+	}
+	return "(unknown)"
 }
 
 // Run serves the client on t until it disconnects or ctx ends, renewing
@@ -234,20 +263,13 @@ func (s *Server) renewed(d *dueLease, err error) {
 	}
 }
 
-// ErrorObject is the command line's --json error object for err.
-func ErrorObject(err error) map[string]any {
-	e := errs.From(err)
-	body := map[string]any{}
-	for k, v := range e.Details {
-		body[k] = v
-	}
-	body["code"], body["message"], body["retryable"] = e.Code, e.Message, e.Retryable()
-	return map[string]any{"ok": false, "error": body}
-}
-
-// errorObjects turns the error of a failed tool call into the error object,
-// as structured content and as JSON text. Handlers return *errs.Error; any
-// other error comes from the SDK checking the arguments: USAGE.
+// errorObjects turns the error of a failed tool call into the error object
+// (tally.ErrorObject), given as JSON text only. A result's structured
+// content must match the tool's output schema, which describes the success
+// object, and clients check it even on error results (the TypeScript SDK's
+// callTool throws -32602 on a mismatch); with no structured content they
+// return the result. Handlers return *errs.Error; any other error comes from
+// the SDK checking the arguments: USAGE.
 func errorObjects(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -259,12 +281,11 @@ func errorObjects(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			e = errs.New("USAGE", "%v", r.GetError())
 		}
-		obj := ErrorObject(e)
-		text, jerr := json.Marshal(obj)
+		text, jerr := json.Marshal(tally.ErrorObject(e))
 		if jerr != nil {
 			return res, err
 		}
-		r.StructuredContent, r.Content = obj, []mcp.Content{&mcp.TextContent{Text: string(text)}}
+		r.StructuredContent, r.Content = nil, []mcp.Content{&mcp.TextContent{Text: string(text)}}
 		return r, nil
 	}
 }
@@ -276,21 +297,97 @@ var schemaOpts = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschem
 	reflect.TypeFor[json.RawMessage](): {},
 }}
 
-// add registers a tool whose input schema is inferred from In and whose
-// output schema is inferred from Out (a pointer to a struct). The handler's
+// inputRange is the range an integer input property admits, by its name in
+// every tool; the bounds are the rules' own. A value outside is refused as
+// USAGE by the schema check, before the handler runs.
+type inputRange struct{ min, max *float64 }
+
+func bound(v int) *float64 { f := float64(v); return &f }
+
+var inputRanges = map[string]inputRange{
+	"ttl":             {bound(lease.TTLMin), bound(lease.TTLMax)},
+	"epoch":           {min: bound(1)}, // epochs count from 1
+	"epochs":          {min: bound(1)}, // each item
+	"wait_seconds":    {min: bound(0)},
+	"timeout_seconds": {min: bound(0)},
+	"n":               {min: bound(0)},
+}
+
+// withDefaults is an input some of whose omitted properties mean a value of
+// the rules (by property name); the schema states it as the default, which
+// the SDK also fills in.
+type withDefaults interface{ defaults() map[string]any }
+
+// inputSchema is the schema inferred from In with the ranges of inputRanges
+// and In's defaults.
+func inputSchema[In any]() (*jsonschema.Schema, error) {
+	in, err := jsonschema.ForType(reflect.TypeFor[In](), schemaOpts)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := any(*new(In)).(withDefaults); ok {
+		for name, v := range d.defaults() {
+			b, err := json.Marshal(v)
+			if err != nil || in.Properties[name] == nil {
+				return nil, fmt.Errorf("default of %q: %v", name, err)
+			}
+			in.Properties[name].Default = b
+		}
+	}
+	for name, p := range in.Properties {
+		r, ok := inputRanges[name]
+		if !ok {
+			continue
+		}
+		if p.Items != nil {
+			p = p.Items
+		}
+		p.Minimum, p.Maximum = r.min, r.max
+	}
+	return in, nil
+}
+
+// okTrue is the "ok" of every success object.
+var okTrue any = true
+
+// outputSchema is the schema of the success object for Out (a pointer to a
+// struct): its fields, and "ok": true.
+func outputSchema[Out any]() (*jsonschema.Schema, error) {
+	out, err := jsonschema.ForType(reflect.TypeFor[Out]().Elem(), schemaOpts)
+	if err != nil {
+		return nil, err
+	}
+	if out.Properties == nil {
+		out.Properties = map[string]*jsonschema.Schema{}
+	}
+	out.Properties["ok"] = &jsonschema.Schema{Type: "boolean", Const: &okTrue}
+	out.Required = append(out.Required, "ok")
+	return out, nil
+}
+
+// add registers a tool whose input schema is inferred from In (see
+// inputSchema) and whose result is the success object of the handler's Out
+// (see outputSchema), as the command line's --json prints it. The handler's
 // errors become tool errors.
 func add[In any, Out any](s *Server, name, desc string, h func(context.Context, In) (Out, error)) {
-	out, err := jsonschema.ForType(reflect.TypeFor[Out]().Elem(), schemaOpts)
+	in, err := inputSchema[In]()
+	if err != nil {
+		panic(name + ": input schema: " + err.Error())
+	}
+	out, err := outputSchema[Out]()
 	if err != nil {
 		panic(name + ": output schema: " + err.Error())
 	}
-	mcp.AddTool(s.Server, &mcp.Tool{Name: name, Description: desc, OutputSchema: out},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+	mcp.AddTool(s.Server, &mcp.Tool{Name: name, Description: desc, InputSchema: in, OutputSchema: out},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, map[string]any, error) {
 			o, err := h(ctx, in)
 			if err != nil {
-				var zero Out
-				return nil, zero, errs.From(err)
+				return nil, nil, errs.From(err)
 			}
-			return nil, o, nil
+			obj, err := tally.ResultObject(o)
+			if err != nil {
+				return nil, nil, errs.Wrap("INTERNAL", err, "%s: result", name)
+			}
+			return nil, obj, nil
 		})
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/mcpserver"
 )
 
@@ -94,7 +95,10 @@ func start(t *testing.T, dir, actor string, wrapped bool, extra ...string) *serv
 	return s
 }
 
-// call calls a tool; the result's structured content is decoded as JSON.
+// call calls a tool and decodes its one text content, a JSON object. A
+// success's structured content is that object, with "ok": true; an error
+// (the second result) has none: clients check structured content against
+// the output schema, which describes successes.
 func (s *server) call(t *testing.T, tool string, args map[string]any) (map[string]any, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -103,21 +107,24 @@ func (s *server) call(t *testing.T, tool string, args map[string]any) (map[strin
 	if err != nil {
 		t.Fatalf("%s %v: %v", tool, args, err)
 	}
-	b, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
-		t.Fatalf("%s %v: structured content is not an object: %s", tool, args, b)
-	}
 	if len(res.Content) != 1 {
 		t.Fatalf("%s: %d content blocks", tool, len(res.Content))
 	}
-	if text, ok := res.Content[0].(*mcp.TextContent); !ok || !jsonEqual(text.Text, string(b)) {
-		t.Fatalf("%s: the text content is not the structured content: %#v", tool, res.Content[0])
+	text, ok := res.Content[0].(*mcp.TextContent)
+	var m map[string]any
+	if !ok || json.Unmarshal([]byte(text.Text), &m) != nil || m == nil {
+		t.Fatalf("%s %v: the content is not a JSON object: %#v", tool, args, res.Content[0])
 	}
-	return m, res.IsError
+	if res.IsError {
+		if res.StructuredContent != nil {
+			t.Fatalf("%s %v: an error with structured content %v", tool, args, res.StructuredContent)
+		}
+		return m, true
+	}
+	if m["ok"] != true || !jsonEqual(text.Text, mustJSON(t, res.StructuredContent)) {
+		t.Fatalf("%s: the structured content %v is not the text content %s with \"ok\": true", tool, res.StructuredContent, text.Text)
+	}
+	return m, false
 }
 
 // ok calls a tool that must succeed.
@@ -221,6 +228,31 @@ func TestTools(t *testing.T) {
 	if req := fmt.Sprint(schemas["done"]["required"]); req != "[wave cell epoch]" {
 		t.Errorf("done requires %s", req)
 	}
+	// Ranges and defaults are the lease rules'; successes say "ok": true.
+	for _, tool := range []string{"claim", "lock"} {
+		ttl := get(t, schemas[tool], "properties", "ttl")
+		if get(t, ttl, "minimum") != float64(lease.TTLMin) || get(t, ttl, "maximum") != float64(lease.TTLMax) ||
+			get(t, ttl, "default") != float64(lease.TTLDefault) {
+			t.Errorf("%s's ttl: %v", tool, ttl)
+		}
+	}
+	if ttl := get(t, schemas["renew"], "properties", "ttl"); get(t, ttl, "minimum") != float64(lease.TTLMin) || get(t, ttl, "default") != nil {
+		t.Errorf("renew's ttl (default: keep the lease's): %v", ttl)
+	}
+	if get(t, schemas["renew"], "properties", "epoch", "minimum") != 1.0 {
+		t.Errorf("renew's epoch: %v", get(t, schemas["renew"], "properties", "epoch"))
+	}
+	for _, tool := range list.Tools {
+		out, _ := json.Marshal(tool.OutputSchema)
+		var m map[string]any
+		json.Unmarshal(out, &m)
+		if get(t, m, "properties", "ok", "const") != true || !slices.Contains(get(t, m, "required").([]any), any("ok")) {
+			t.Errorf("%s's output schema does not require \"ok\": true: %s", tool.Name, out)
+		}
+	}
+	if v := a.InitializeResult().ServerInfo.Version; v == "" || v == "dev" {
+		t.Errorf("serverInfo.version %q", v)
+	}
 
 	// Claim: the lease, at epoch 1, held by this server's actor and, as
 	// its process, the server's parent: this test.
@@ -250,6 +282,11 @@ func TestTools(t *testing.T) {
 	a.refuse(t, "USAGE", false, "claim", map[string]any{"wave": "w1", "cell": "c1", "next": true})
 	a.refuse(t, "USAGE", false, "claim", map[string]any{"wave": "w1", "cel": "c1"})  // schema: unknown property
 	a.refuse(t, "USAGE", false, "renew", map[string]any{"wave": "w1", "cell": "c0"}) // schema: epoch is required
+	// Schema ranges: nothing outside them reaches the rules.
+	a.refuse(t, "USAGE", false, "renew", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "ttl": lease.TTLMin - 1})
+	a.refuse(t, "USAGE", false, "lock", map[string]any{"patterns": []string{"a/**"}, "wait_seconds": -1})
+	a.refuse(t, "USAGE", false, "run", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "argv": []string{"true"}, "timeout_seconds": -1})
+	a.refuse(t, "USAGE", false, "log", map[string]any{"n": -1})
 	b := start(t, dir, "agent-2", false)
 	e := b.refuse(t, "LEASE-HELD", true, "claim", map[string]any{"wave": "w1", "cell": "c0"})
 	if e["holder"] != "agent-1" || e["epoch"] != 1.0 || e["expires_at"] == nil {
@@ -449,6 +486,9 @@ func TestInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	if v := cs.InitializeResult().ServerInfo.Version; v != "(devel)" { // this test binary's main module
+		t.Errorf("serverInfo.version %q, want the build's", v)
+	}
 	s := &server{ClientSession: cs}
 
 	var wg sync.WaitGroup

@@ -42,10 +42,12 @@ type ClaimIn struct {
 	Wave        string `json:"wave,omitempty" jsonschema:"the cell's wave; with next: only consider this wave"`
 	Cell        string `json:"cell,omitempty" jsonschema:"the cell id (omit with next)"`
 	Next        bool   `json:"next,omitempty" jsonschema:"claim the first ready cell instead of naming one"`
-	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds, 30..86400 (default 1800)"`
+	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds"`
 	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
 	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process, in this boot and PID namespace, is gone (refused through a remote)"`
 }
+
+func (ClaimIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
 
 // RenewIn is the input of renew.
 type RenewIn struct {
@@ -78,11 +80,13 @@ type RunIn struct {
 // LockIn is the input of lock.
 type LockIn struct {
 	Patterns    []string `json:"patterns" jsonschema:"repository-relative globs (*, ?, **), all or none"`
-	TTL         int      `json:"ttl,omitempty" jsonschema:"lock time to live in seconds, 30..86400 (default 1800)"`
+	TTL         int      `json:"ttl,omitempty" jsonschema:"lock time to live in seconds"`
 	Reason      string   `json:"reason,omitempty" jsonschema:"why, for the others"`
 	WaitSeconds int      `json:"wait_seconds,omitempty" jsonschema:"on LEASE-HELD record a wait and retry up to this long (else WAIT-TIMEOUT)"`
 	Epochs      []int64  `json:"epochs,omitempty" jsonschema:"only renew your locks at these epochs (one for all, or one per pattern)"`
 }
+
+func (LockIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
 
 // UnlockIn is the input of unlock.
 type UnlockIn struct {
@@ -198,8 +202,8 @@ func (s *Server) tools() {
 		"read evidence.exit_code.", s.run)
 	add(s, "lock", "Lease repository paths, all or none; a pattern you hold is renewed (tally lock).",
 		func(_ context.Context, in LockIn) (out *tally.LockResult, err error) {
-			if in.WaitSeconds < 0 || (in.WaitSeconds > 0 && in.Epochs != nil) {
-				return nil, errs.New("USAGE", "wait_seconds must not be negative, and excludes epochs")
+			if in.WaitSeconds > 0 && in.Epochs != nil { // the schema admits no negative wait
+				return nil, errs.New("USAGE", "wait_seconds excludes epochs")
 			}
 			err = s.call(func(c *tally.Client) error {
 				if in.Epochs != nil {
@@ -250,8 +254,8 @@ const tailMax = 4096
 // output is digested and its tail returned. Cancelling the call, or its
 // timeout, kills the command's process group.
 func (s *Server) run(ctx context.Context, in RunIn) (*RunOut, error) {
-	if len(in.Argv) == 0 || in.TimeoutSeconds < 0 {
-		return nil, errs.New("USAGE", "give argv, the command to run, and a timeout that is not negative")
+	if len(in.Argv) == 0 { // the schema admits no negative timeout
+		return nil, errs.New("USAGE", "give argv, the command to run")
 	}
 	var ls *lease.Lease
 	var start time.Time

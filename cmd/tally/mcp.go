@@ -23,9 +23,10 @@ func (a *app) mcpCmd() *cobra.Command {
 		Short: "serve the ledger to one agent as an MCP server on stdin/stdout",
 		Long: `mcp serves tally's operations as MCP tools over stdio, for an agent to call:
 status, next, show, claim, renew, release, fail, done, run, lock, unlock,
-locks, verify, log. Each calls what the command of the same name calls; a
-refusal is a tool error carrying the --json error object (code, message,
-retryable, details). The actor is fixed for the server (--actor, else
+locks, verify, log. Each calls what the command of the same name calls and
+returns its --json object ("ok": true) as structured content; a refusal is a
+tool error whose text content is the --json error object (code, message,
+retryable, details), with no structured content. The actor is fixed for the server (--actor, else
 $TALLY_ACTOR, else git user.email). Claims record the server's parent, the
 agent, as the holder process, so a lease can be reclaimed once it is gone.
 

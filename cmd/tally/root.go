@@ -162,17 +162,10 @@ func (a *app) emit(result any, text func(w io.Writer)) error {
 		}
 		return nil
 	}
-	obj := map[string]any{}
-	if result != nil {
-		b, err := json.Marshal(result)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(b, &obj); err != nil {
-			return err
-		}
+	obj, err := tally.ResultObject(result)
+	if err != nil {
+		return err
 	}
-	obj["ok"] = true
 	return writeJSON(a.stdout, obj)
 }
 
@@ -180,12 +173,7 @@ func (a *app) emit(result any, text func(w io.Writer)) error {
 func (a *app) fail(err error) int {
 	e := errs.From(err)
 	if a.jsonOut {
-		body := map[string]any{}
-		for k, v := range e.Details {
-			body[k] = v
-		}
-		body["code"], body["message"], body["retryable"] = e.Code, e.Message, e.Retryable()
-		writeJSON(a.stdout, map[string]any{"ok": false, "error": body})
+		writeJSON(a.stdout, tally.ErrorObject(e))
 	} else {
 		fmt.Fprintf(a.stderr, "tally: %s: %s\n", e.Code, e.Message)
 		keys := make([]string, 0, len(e.Details))
