@@ -255,8 +255,11 @@ func Uninstall(repo *gitstore.Repo) ([]string, error) {
 // HookStatus is what one installed shim does, as `tally hooks status`
 // reports it. Active means git (or the dispatcher) will run the shim and the
 // shim can run tally: the shim is executable, the binary it names is an
-// executable file, and for PlaceDispatcher the dispatcher is executable.
-// For PlaceCustomHooks Gitaly is the dispatcher, which tally cannot see.
+// executable file by absolute path, and for PlaceDispatcher the dispatcher
+// is an executable that is not itself a tally shim. For PlaceCustomHooks
+// Gitaly is the dispatcher, which tally cannot see. Problems say what is
+// wrong, including what does not stop tally's check but stops the server's
+// own hooks (a dispatcher chained as <name>.tally-orig).
 type HookStatus struct {
 	Hook         string   `json:"hook"`
 	Installed    bool     `json:"installed"`
@@ -318,14 +321,20 @@ func shimStatus(name string, loc location, text string) HookStatus {
 		}
 	case PlaceDispatcher:
 		s.Dispatcher = loc.Dispatcher
-		switch {
-		case isShim(loc.Dispatcher):
-			s.Problems = append(s.Problems, "the dispatcher "+loc.Dispatcher+" is a tally shim, which runs nothing in "+filepath.Dir(loc.Path)+": run tally hooks install again")
-		case !executable(loc.Dispatcher):
-			s.Problems = append(s.Problems, "nothing runs "+filepath.Dir(loc.Path)+": "+loc.Dispatcher+" is missing or not executable")
-		}
 	}
 	s.Active = len(s.Problems) == 0
+	switch {
+	case loc.Placement == PlaceDispatcher && isShim(loc.Dispatcher):
+		s.Active = false
+		s.Problems = append(s.Problems, "the dispatcher "+loc.Dispatcher+" is a tally shim, which runs nothing in "+filepath.Dir(loc.Path)+": run tally hooks install again")
+	case loc.Placement == PlaceDispatcher && !executable(loc.Dispatcher):
+		s.Active = false
+		s.Problems = append(s.Problems, "nothing runs "+filepath.Dir(loc.Path)+": "+loc.Dispatcher+" is missing or not executable")
+	case loc.Placement == PlaceHook && isDir(loc.Path+".d"):
+		// tally's check runs, but a dispatcher chained as .tally-orig runs
+		// <name>.tally-orig.d/*, so the server's own hooks do not.
+		s.Problems = append(s.Problems, loc.Path+".d/ exists but the shim is over the dispatcher: the server's own hooks there may not run; run tally hooks install again")
+	}
 	return s
 }
 

@@ -201,8 +201,11 @@ func TestHooksDispatcher(t *testing.T) {
 	}
 
 	// A shim an earlier install wrote over the dispatcher (there was no
-	// pre-receive.d then) is taken out again and the dispatcher put back.
-	install()
+	// pre-receive.d then) is flagged by status, and installing again takes
+	// it out and puts the dispatcher back.
+	if r := testrepo.Run(t, bare, "admin", nil, "hooks", "uninstall"); r.Code != 0 {
+		t.Fatalf("uninstall: exit %d %s%s", r.Code, r.Stdout, r.Stderr)
+	}
 	if err := os.Rename(dotD, dotD+".later"); err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +217,11 @@ func TestHooksDispatcher(t *testing.T) {
 	}
 	if err := os.Rename(dotD+".later", dotD); err != nil {
 		t.Fatal(err)
+	}
+	s = installedHook(t, hookStatus(t, bare), "pre-receive")
+	if s["placement"] != "hook" || s["chained"] != dispatcher+".tally-orig" || s["active"] != true ||
+		!strings.Contains(fmt.Sprint(s["problems"]), "pre-receive.d/ exists but the shim is over the dispatcher") {
+		t.Fatalf("status of a shim over the dispatcher: %v", s)
 	}
 	if got := install(); !reflect.DeepEqual(got, []any{shimPath}) {
 		t.Fatalf("reinstall with pre-receive.d: %v", got)
