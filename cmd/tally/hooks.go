@@ -18,7 +18,7 @@ import (
 func (a *app) hooksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hooks",
-		Short: "install or remove the git hooks that enforce the ledger at push",
+		Short: "install, inspect or remove the git hooks that enforce the ledger at push",
 		Args:  args(cobra.NoArgs),
 	}
 	var server, commitMsg bool
