@@ -97,6 +97,12 @@ func (a *app) hooksCmd() *cobra.Command {
 			})
 		},
 	}
+	// Uninstall removes every shim whatever these say; they stay accepted so
+	// that scripts written for the uninstall that took them keep working.
+	uninstall.Flags().BoolVar(&server, "server", false, "")
+	uninstall.Flags().BoolVar(&commitMsg, "commit-msg", false, "")
+	uninstall.Flags().MarkHidden("server")
+	uninstall.Flags().MarkHidden("commit-msg")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "show which tally hooks are installed where, the binary they call, and whether they are active",
