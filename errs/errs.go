@@ -62,6 +62,7 @@ var classes = map[string]Class{
 	"RECEIPT-MISSING":     Refused,
 	"COMMIT-MISSING":      Refused,
 	"REMOTE-REJECTED":     Refused,
+	"REMOTE-DENIED":       Refused,
 	"KEY-UNKNOWN":         Refused,
 	"POLICY":              Refused,
 	"PATH-HELD":           Refused,

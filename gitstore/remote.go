@@ -15,11 +15,13 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/pktline"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"golang.org/x/net/html"
 )
 
 // Remote transport goes through go-git, against any git server (file://,
@@ -30,6 +32,16 @@ import (
 
 // ErrRemoteUnreachable wraps transport failures (connection, protocol).
 var ErrRemoteUnreachable = errors.New("remote unreachable")
+
+// ErrRemoteDenied wraps refusals of who is asking rather than of what was
+// sent: authentication required or failed (HTTP 401), permission refused
+// (HTTP 403, gitolite's "DENIED by", ssh's "Permission denied (publickey)"),
+// a git daemon that does not serve the request ("service not enabled", its
+// access hook's refusal, any ERR line it answers with) and a repository the
+// server says is not there (servers answer so for repositories the user may
+// not see). Retrying unchanged cannot help; the message carries what the
+// server said, as plain text.
+var ErrRemoteDenied = errors.New("remote denied access")
 
 // ErrPushRejected wraps a push the server refused for a reason other than
 // the ref having moved (for example its pre-receive hook); the message
@@ -91,7 +103,7 @@ func (r *Repo) ListRemoteRef(remote, ref string) (ObjectID, error) {
 		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 			return ObjectID{}, nil
 		}
-		return ObjectID{}, fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+		return ObjectID{}, remoteFailure(err, "")
 	}
 	for _, x := range refs {
 		if x.Name().String() == ref {
@@ -119,7 +131,7 @@ func (r *Repo) FetchRef(remote, ref, tracking string) (ObjectID, error) {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository), isNoMatchingRef(err):
 		return ObjectID{}, nil
 	default:
-		return ObjectID{}, fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+		return ObjectID{}, remoteFailure(err, "")
 	}
 	if err := r.syncNewPacks(before); err != nil {
 		return ObjectID{}, err
@@ -203,22 +215,94 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 		// Nothing was sent: the remote ref moved before the push began.
 		return &RefMovedError{Current: movedTo(err.Error())}
 	}
-	return pushFailure(err, progress.String())
+	return remoteFailure(err, progress.String())
 }
 
-// pushFailure classifies a failed push. Only a refusal by the server (its
-// hook, or receive-pack's own checks) is a rejection, reported with what the
-// server printed; other failures, even ones that printed text (an unpack
-// error while the clone was being repacked), are transient.
-func pushFailure(err error, progress string) error {
-	if strings.Contains(err.Error(), "hook declined") || strings.Contains(err.Error(), "rejected") {
-		msg := serverLines(progress)
-		if msg == "" {
-			msg = serverLines(err.Error())
+// remoteFailure is the one place a failed remote operation is classified,
+// from go-git's error and what the server printed (progress; "" for fetches
+// and listings): a denial of access (ErrRemoteDenied) first, then a refusal
+// of the push by the server's hook or receive-pack's own checks
+// (ErrPushRejected), reported with what the server printed; anything else,
+// even a failure that printed text (an unpack error while the clone was
+// being repacked), is transient (ErrRemoteUnreachable). Every message is
+// plain text: an HTML error page is reduced to its words.
+func remoteFailure(err error, progress string) error {
+	text := plainText(err.Error())
+	said := serverLines(plainText(progress))
+	var errLine *pktline.ErrorLine
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
+		errors.As(err, &errLine), deniedWords(text):
+		return fmt.Errorf("%w: %s", ErrRemoteDenied, text)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("%w: %s (or access to it denied)", ErrRemoteDenied, text)
+	case deniedWords(said):
+		return fmt.Errorf("%w: %s", ErrRemoteDenied, said)
+	case strings.Contains(text, "hook declined") || strings.Contains(text, "rejected"):
+		if said == "" {
+			said = serverLines(text)
 		}
-		return fmt.Errorf("%w: %s", ErrPushRejected, msg)
+		return fmt.Errorf("%w: %s", ErrPushRejected, said)
 	}
-	return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	return fmt.Errorf("%w: %s", ErrRemoteUnreachable, text)
+}
+
+// deniedPhrases are what servers say when they refuse a user, in the words
+// of gitolite (its "DENIED by <rule or fallthru>"), ssh, git daemon and the
+// git CLI's HTTP transport. They are matched case-sensitively: tally's own
+// refusals (PUSHER-DENIED, a hook's "permission denied" on a file) are the
+// hook's verdict on the push, not a denial of access.
+var deniedPhrases = []string{
+	"DENIED by ",
+	"Permission denied (",
+	"service not enabled",
+	"access denied or repository not exported",
+	"Authentication failed",
+	"The requested URL returned error: 401",
+	"The requested URL returned error: 403",
+}
+
+func deniedWords(s string) bool {
+	for _, p := range deniedPhrases {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// plainText reduces s to plain words when it holds markup (an HTML error
+// page in an HTTP response): the content of script and style elements and
+// every tag go, entities are decoded and runs of white space become one
+// space. Text without markup is returned as it is.
+func plainText(s string) string {
+	if !strings.Contains(s, "<") || !strings.Contains(s, ">") {
+		return s
+	}
+	var b strings.Builder
+	z := html.NewTokenizer(strings.NewReader(s))
+	skip := 0
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return strings.Join(strings.Fields(b.String()), " ")
+		case html.TextToken:
+			if skip == 0 {
+				b.Write(z.Text())
+				b.WriteByte(' ')
+			}
+		case html.StartTagToken:
+			if n, _ := z.TagName(); string(n) == "script" || string(n) == "style" {
+				skip++
+			}
+			b.WriteByte(' ')
+		case html.EndTagToken:
+			if n, _ := z.TagName(); (string(n) == "script" || string(n) == "style") && skip > 0 {
+				skip--
+			}
+			b.WriteByte(' ')
+		}
+	}
 }
 
 // RefMovedError reports a push not sent because the remote ref no longer held
@@ -266,18 +350,18 @@ func (r *Repo) PushPack(remote, ref string, old, new ObjectID, packName string) 
 	}
 	cli, err := client.NewClient(ep)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+		return remoteFailure(err, "")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
 	defer cancel()
 	s, err := cli.NewReceivePackSession(ep, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+		return remoteFailure(err, "")
 	}
 	defer s.Close()
 	ar, err := s.AdvertisedReferencesContext(ctx)
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+		return remoteFailure(err, "")
 	}
 	var cur ObjectID
 	if ar != nil {
@@ -317,5 +401,5 @@ func (r *Repo) PushPack(remote, ref string, old, new ObjectID, packName string) 
 	if err == nil {
 		return nil
 	}
-	return pushFailure(err, progress.String())
+	return remoteFailure(err, progress.String())
 }

@@ -111,6 +111,9 @@ func remoteError(err error) error {
 	switch {
 	case errors.Is(err, gitstore.ErrRemoteUnreachable):
 		return errs.Wrap("REMOTE-UNREACHABLE", err, "remote")
+	case errors.Is(err, gitstore.ErrRemoteDenied):
+		// Credentials or permissions: retrying unchanged cannot help.
+		return errs.Wrap("REMOTE-DENIED", err, "remote")
 	case errors.Is(err, gitstore.ErrPushRejected) && strings.Contains(err.Error(), ": HOOK-TIMEOUT: "):
 		// The server's hook ran out of time (hooks.CheckWithin): the same
 		// push may pass when the server is less busy.
@@ -129,7 +132,7 @@ func remoteError(err error) error {
 // decided by listing the remote ref (go-git can report success for a push the
 // server never applied): our commit there means we won; the old tip means the
 // push did not happen (retry; if the server said why, that is
-// REMOTE-REJECTED); anything else is fetched and verified, and then our entries
+// REMOTE-REJECTED, or REMOTE-DENIED when it refused the user); anything else is fetched and verified, and then our entries
 // are either in it (another writer appended on top of ours: we won) or not (we
 // lost the race: rebuild on the new tip), with jittered backoff.
 func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appended, error) {
@@ -199,7 +202,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			return out, nil
 		case cur == base: // not applied; a retry writes a pack of its own
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
-			if errors.Is(pushErr, gitstore.ErrPushRejected) {
+			if errors.Is(pushErr, gitstore.ErrPushRejected) || errors.Is(pushErr, gitstore.ErrRemoteDenied) {
 				return nil, remoteError(pushErr)
 			}
 			if attempt >= 3 {

@@ -18,10 +18,11 @@ import (
 func (a *app) hooksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hooks",
-		Short: "install or remove the git hooks that enforce the ledger at push",
+		Short: "install, inspect or remove the git hooks that enforce the ledger at push",
 		Args:  args(cobra.NoArgs),
 	}
 	var server, commitMsg bool
+	var tallyBin string
 	names := func() []string {
 		if server {
 			return hooks.ServerHooks
@@ -32,8 +33,8 @@ func (a *app) hooksCmd() *cobra.Command {
 		return hooks.ClientHooks
 	}
 	install := &cobra.Command{
-		Use:   "install [--server]",
-		Short: "write thin hook shims that call tally (pre-push; pre-receive with --server), chaining existing hooks",
+		Use:   "install [--server] [--commit-msg] [--tally PATH]",
+		Short: "write thin hook shims that call tally (pre-push; pre-receive with --server), chaining existing hooks or joining a <hook>.d/ dispatcher",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client(false)
@@ -41,11 +42,8 @@ func (a *app) hooksCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			self, err := os.Executable()
+			bin, err := installBinary(tallyBin)
 			if err != nil {
-				return err
-			}
-			if self, err = filepath.EvalSymlinks(self); err != nil {
 				return err
 			}
 			var report *pusherReport
@@ -54,17 +52,17 @@ func (a *app) hooksCmd() *cobra.Command {
 					return err
 				}
 			}
-			paths, err := hooks.Install(c.L.Repo, self, names())
+			paths, err := hooks.Install(c.L.Repo, bin, names())
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"installed": paths}
+			out := map[string]any{"installed": paths, "binary": bin}
 			if report != nil {
 				out["pusher"] = report
 			}
 			return a.emit(out, func(w io.Writer) {
 				for _, p := range paths {
-					fmt.Fprintf(w, "installed %s\n", p)
+					fmt.Fprintf(w, "installed %s (calls %s)\n", p, bin)
 				}
 				if report != nil {
 					report.print(w)
@@ -72,9 +70,12 @@ func (a *app) hooksCmd() *cobra.Command {
 			})
 		},
 	}
+	install.Flags().BoolVar(&server, "server", false, "the server hook (pre-receive) of a bare repository")
+	install.Flags().BoolVar(&commitMsg, "commit-msg", false, "also the commit-msg hook, which adds a Tally-Checkpoint trailer to code commits")
+	install.Flags().StringVar(&tallyBin, "tally", "", "the tally binary the shims call, kept as this absolute path (default: this binary, symbolic links resolved)")
 	uninstall := &cobra.Command{
-		Use:   "uninstall [--server]",
-		Short: "remove tally's hook shims and restore the hooks they chained",
+		Use:   "uninstall",
+		Short: "remove every hook shim tally installed (client and server, in any placement) and restore the hooks they chained",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client(false)
@@ -82,9 +83,12 @@ func (a *app) hooksCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			paths, err := hooks.Uninstall(c.L.Repo, names())
+			paths, err := hooks.Uninstall(c.L.Repo)
 			if err != nil {
 				return err
+			}
+			if paths == nil {
+				paths = []string{}
 			}
 			return a.emit(map[string]any{"removed": paths}, func(w io.Writer) {
 				for _, p := range paths {
@@ -93,12 +97,78 @@ func (a *app) hooksCmd() *cobra.Command {
 			})
 		},
 	}
-	for _, c := range []*cobra.Command{install, uninstall} {
-		c.Flags().BoolVar(&server, "server", false, "the server hook (pre-receive) of a bare repository")
-		c.Flags().BoolVar(&commitMsg, "commit-msg", false, "also the commit-msg hook, which adds a Tally-Checkpoint trailer to code commits")
+	// Uninstall removes every shim whatever these say; they stay accepted so
+	// that scripts written for the uninstall that took them keep working.
+	uninstall.Flags().BoolVar(&server, "server", false, "")
+	uninstall.Flags().BoolVar(&commitMsg, "commit-msg", false, "")
+	uninstall.Flags().MarkHidden("server")
+	uninstall.Flags().MarkHidden("commit-msg")
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "show which tally hooks are installed where, the binary they call, and whether they are active",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st := hooks.Status(c.L.Repo)
+			return a.emit(map[string]any{"hooks": st}, func(w io.Writer) { printHookStatus(w, st) })
+		},
 	}
-	cmd.AddCommand(install, uninstall)
+	cmd.AddCommand(install, uninstall, status)
 	return cmd
+}
+
+// installBinary is the binary the shims will call: flag (kept as given, made
+// absolute) or this process's own executable with symbolic links resolved.
+func installBinary(flag string) (string, error) {
+	if flag != "" {
+		return hooks.Binary(flag)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		return "", err
+	}
+	return hooks.Binary(self)
+}
+
+func printHookStatus(w io.Writer, st []hooks.HookStatus) {
+	for _, s := range st {
+		if !s.Installed {
+			fmt.Fprintf(w, "%s: not installed", s.Hook)
+			if s.OtherHook != "" {
+				fmt.Fprintf(w, " (%s is another hook)", s.OtherHook)
+			}
+			fmt.Fprintln(w)
+			continue
+		}
+		state := "active"
+		if !s.Active {
+			state = "INACTIVE"
+		}
+		fmt.Fprintf(w, "%s: %s, %s\n", s.Hook, state, s.Shim)
+		fmt.Fprintf(w, "  placement: %s", s.Placement)
+		if s.Dispatcher != "" {
+			fmt.Fprintf(w, " (run by %s)", s.Dispatcher)
+		}
+		fmt.Fprintln(w)
+		exists := "exists"
+		if !s.BinaryExists {
+			exists = "MISSING"
+		}
+		fmt.Fprintf(w, "  binary: %s (%s)\n", s.Binary, exists)
+		if s.Chained != "" {
+			fmt.Fprintf(w, "  chains: %s (runs first)\n", s.Chained)
+		}
+		for _, p := range s.Problems {
+			fmt.Fprintf(w, "  problem: %s\n", p)
+		}
+	}
 }
 
 // hookCmd is what the shims call: `tally hook NAME ARGS...` with git's hook

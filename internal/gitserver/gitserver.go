@@ -9,6 +9,7 @@ package gitserver
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -60,6 +61,24 @@ func Start(t testing.TB, kind Kind, root string, env ...string) string {
 // daemon and every process it started are killed at cleanup.
 func Daemon(t testing.TB, root string, env ...string) string {
 	t.Helper()
+	return DaemonWith(t, root, DaemonOptions{}, env...)
+}
+
+// DaemonOptions change how DaemonWith serves, for tests of servers that
+// refuse: a read-only daemon, or one whose access hook denies.
+type DaemonOptions struct {
+	// ReadOnly leaves receive-pack disabled (git daemon's default), so the
+	// daemon refuses every push with "service not enabled".
+	ReadOnly bool
+	// AccessHook is git daemon's --access-hook: a program run before each
+	// service with the service name and path as arguments; when it exits
+	// non-zero the daemon refuses with the first line it printed.
+	AccessHook string
+}
+
+// DaemonWith is Daemon with options.
+func DaemonWith(t testing.TB, root string, opts DaemonOptions, env ...string) string {
+	t.Helper()
 	root, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +89,7 @@ func Daemon(t testing.TB, root string, env ...string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		url, err := startDaemon(t, root, port, env)
+		url, err := startDaemon(t, root, port, opts, env)
 		if err == nil {
 			return url
 		}
@@ -112,13 +131,20 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startDaemon(t testing.TB, root string, port int, env []string) (string, error) {
+func startDaemon(t testing.TB, root string, port int, opts DaemonOptions, env []string) (string, error) {
 	// git-daemon itself rather than the git wrapper (which would run it as a
 	// child), so that Pdeathsig reaches the listening process: the daemon dies
 	// with the test process even when the test binary panics or is killed and
 	// the cleanup below never runs.
-	cmd := exec.Command(filepath.Join(gitExecPath(t), "git-daemon"), "--reuseaddr", "--listen=127.0.0.1", "--port="+strconv.Itoa(port),
-		"--base-path="+root, "--export-all", "--enable=receive-pack", "--informative-errors", "--verbose", root)
+	args := []string{"--reuseaddr", "--listen=127.0.0.1", "--port=" + strconv.Itoa(port),
+		"--base-path=" + root, "--export-all", "--informative-errors", "--verbose"}
+	if !opts.ReadOnly {
+		args = append(args, "--enable=receive-pack")
+	}
+	if opts.AccessHook != "" {
+		args = append(args, "--access-hook="+opts.AccessHook)
+	}
+	cmd := exec.Command(filepath.Join(gitExecPath(t), "git-daemon"), append(args, root)...)
 	cmd.Dir = root
 	cmd.Env = testrepo.Env(env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -193,6 +219,20 @@ const AnonPrefix = "/anon"
 // lets anonymous users push.
 func HTTPAuth(t testing.TB, root string, users map[string]string, env ...string) string {
 	t.Helper()
+	return HTTPAuthPushers(t, root, users, nil, env...)
+}
+
+// ForbiddenPage is the HTML page HTTPAuthPushers answers a forbidden push
+// with, as a web server's error page looks.
+const ForbiddenPage = "<html><head><title>403 Forbidden</title></head>\n<body><h1>Forbidden</h1>\n<p>push access is for maintainers only</p>\n<hr><address>test server</address></body></html>\n"
+
+// HTTPAuthPushers is HTTPAuth where, when pushers is not nil, only the
+// users it names may push: a receive-pack request (its advertisement or
+// the push itself) by any other authenticated user gets 403 with
+// ForbiddenPage, the way a web server's access rule for git-receive-pack
+// refuses, while fetching stays open to every user.
+func HTTPAuthPushers(t testing.TB, root string, users map[string]string, pushers map[string]bool, env ...string) string {
+	t.Helper()
 	h, stderr := backend(t, root, env)
 	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, hasAuth := r.BasicAuth()
@@ -204,6 +244,12 @@ func HTTPAuth(t testing.TB, root string, users map[string]string, env ...string)
 		if want, ok := users[user]; !hasAuth || !ok || pass != want {
 			w.Header().Set("WWW-Authenticate", `Basic realm="gitserver"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		if pushers != nil && !pushers[user] && (strings.HasSuffix(r.URL.Path, "/git-receive-pack") || r.URL.Query().Get("service") == "git-receive-pack") {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, ForbiddenPage)
 			return
 		}
 		// cgi.Handler never sets REMOTE_USER itself: a copy per request
