@@ -39,7 +39,7 @@ func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%5 == 4 {
-			if _, err := Compact(db, objects); err != nil {
+			if _, err := Compact(db, objects, nil); err != nil {
 				t.Fatal(err)
 			}
 			packs, _ := filepath.Glob(objects + "/pack/*.idx")
