@@ -176,3 +176,20 @@ func TestHumanOutputColourAndInertText(t *testing.T) {
 		t.Errorf("log --json: the note's summary is not the exact text %q: %+v", "note: "+hostile, got.Entries)
 	}
 }
+
+// The escapes are written out here as FORMAT.md §13 gives them.
+func TestEscapeControls(t *testing.T) {
+	for _, c := range []struct{ in, keep, want string }{
+		{"plain text, ünïcode and a \\ backslash", "", "plain text, ünïcode and a \\ backslash"},
+		{"a\nb\tc", "\n\t", "a\nb\tc"},
+		{"a\nb\tc", "", `a\x0ab\x09c`},
+		{"\x00\x1b[2J\x7f", "\n\t", `\x00\x1b[2J\x7f`},
+		{"c1 \u009b31m and \u0085", "", `c1 \u009b31m and \u0085`},
+		{"bidi \u202eevil\u202c \u2066x\u2069 \u200f", "", `bidi \u202eevil\u202c \u2066x\u2069 \u200f`},
+		{"bad \xff\xc3 utf-8", "", `bad \xff\xc3 utf-8`},
+	} {
+		if got := escapeControls(c.in, c.keep); got != c.want {
+			t.Errorf("escapeControls(%q, %q) = %q, want %q", c.in, c.keep, got, c.want)
+		}
+	}
+}
