@@ -14,6 +14,10 @@ type Progress func(what string, done, total int)
 // progressEvery is how many units pass between two calls of a Progress.
 const progressEvery = 256
 
+// minProgressWrite is the fewest objects an append must write for its write
+// to be a step of its own.
+const minProgressWrite = 4096
+
 // counted is the count a loop adds to its meter after its unit i (from 0) of
 // n: progressEvery at every progressEvery-th unit, the rest at the last one,
 // and 0 in between.

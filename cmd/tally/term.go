@@ -49,7 +49,7 @@ func (a *app) progress() ledger.Progress {
 }
 
 // progressUnits names what each ledger step counts.
-var progressUnits = map[string]string{"verify": "entries", "rebuild": "entries", "gc": "packs"}
+var progressUnits = map[string]string{"verify": "entries", "rebuild": "entries", "write": "objects", "gc": "packs"}
 
 // showProgress draws one step's bar; a new step (another what, or a count
 // that starts again) replaces the bar. A bar clears itself when done reaches

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -88,9 +89,11 @@ func bigLedger(t *testing.T, n int) *repo {
 	return r
 }
 
-// progressLine matches the bar of a verification drawn by the progress
-// library: what, how far (count of total), rate and elapsed:left time.
-var progressLine = regexp.MustCompile(`verify\s+\d+% \|[^|]*\| \(\d+/(\d+), \d+ entries/s\) \[[0-9hms.]+:[0-9hms.]+\]`)
+// progressLine matches a bar drawn by the progress library for step what
+// counting unit: how far (count of total), rate and elapsed:left time.
+func progressLine(what, unit string) *regexp.Regexp {
+	return regexp.MustCompile(what + `\s+\d+% \|[^|]*\| \(\d+/(\d+), \d+ ` + unit + `/s\) \[[0-9hms.]+:[0-9hms.]+\]`)
+}
 
 func TestProgressOnTerminal(t *testing.T) {
 	const notes = 300
@@ -102,7 +105,7 @@ func TestProgressOnTerminal(t *testing.T) {
 		if res.code != 0 {
 			t.Fatalf("tally %v: exit %d\n%s%s", args, res.code, res.stdout, res.term)
 		}
-		m := progressLine.FindStringSubmatch(res.term)
+		m := progressLine("verify", "entries").FindStringSubmatch(res.term)
 		if m == nil || m[1] != strconv.Itoa(notes+1) {
 			t.Fatalf("tally %v on a terminal: no progress of %d entries on stderr: %q", args, notes+1, res.term)
 		}
@@ -124,6 +127,30 @@ func TestProgressOnTerminal(t *testing.T) {
 		if res.code != 0 || res.stderr != "" {
 			t.Errorf("tally %v with stderr piped: exit %d, stderr %q", args, res.code, res.stderr)
 		}
+	}
+}
+
+// A plan of many cells spends its time writing the state's objects: that
+// write shows its own progress (and an ordinary append shows none).
+func TestPlanProgressOnTerminal(t *testing.T) {
+	r := newRepo(t)
+	r.ok("alice", "init")
+	var plan strings.Builder
+	plan.WriteString(`{"wave":"big","cells":[`)
+	for i := range 5000 {
+		if i > 0 {
+			plan.WriteString(",")
+		}
+		fmt.Fprintf(&plan, `{"id":"c%d"}`, i)
+	}
+	plan.WriteString("]}")
+	res := onTerminal(t, r.dir, false, true, nil, "plan", r.file("plan.json", plan.String()))
+	if res.code != 0 || progressLine("write", "objects").FindString(res.term) == "" {
+		t.Fatalf("plan of 5000 cells on a terminal: exit %d, no write progress on stderr: %q%s", res.code, res.term, res.stdout)
+	}
+	res = onTerminal(t, r.dir, false, true, nil, "note", "small")
+	if res.code != 0 || res.term != "" {
+		t.Errorf("note on a terminal: exit %d, stderr %q", res.code, res.term)
 	}
 }
 
