@@ -45,7 +45,8 @@ type Ledger struct {
 	// Maintainer, if set, is the tally executable: background compaction then
 	// runs as a detached `tally gc` process instead of in this one.
 	Maintainer string
-	// Progress, if set, is told how far verification and sync have come.
+	// Progress, if set, is told how far verification, sync's rebuild, a
+	// large append and compaction have come.
 	Progress Progress
 	now      func() time.Time
 

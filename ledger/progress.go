@@ -2,13 +2,16 @@ package ledger
 
 import "sync"
 
-// Progress is told how far a long operation has come: done of total units
-// (entries) of the step named by what ("verify", "rebuild"). For one step,
-// done only grows and the last call has done == total; a step of no units
-// makes no call. Calls are serialized, so the function needs no locking of
-// its own, and come at most every progressEvery units, so that the hot loops
-// stay fast whatever it costs. The ledger knows nothing about terminals: the
-// command line decides whether and how to show it.
+// Progress is told how far a long operation has come: done of total units of
+// the step named by what: "verify" and "rebuild" count entries, "write" the
+// objects of one large append, "gc" the packs of one merging round. Within a
+// step done only grows and the last call has done == total; a step of no
+// units makes no call, and a new step (another what, or gc's next round)
+// starts from a smaller done. Calls are serialized, so the function needs no
+// locking of its own, and come every progressEvery units (plus once at the
+// end of each of verification's parallel segments), never per unit, so the
+// hot loops stay fast whatever it costs. The ledger knows nothing about
+// terminals: the command line decides whether and how to show it.
 type Progress func(what string, done, total int)
 
 // progressEvery is how many units pass between two calls of a Progress.
