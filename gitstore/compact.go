@@ -107,8 +107,10 @@ func compactPick(packs []compactPack) ([]compactPack, bool) {
 }
 
 // Compact merges packs until no level holds compactLevelFanout packs. db is
-// used to read the objects and learns about the packs written.
-func Compact(db *ObjectDB, objectDir string) (*CompactReport, error) {
+// used to read the objects and learns about the packs written. progress, if
+// not nil, is told after each pack read how many of the packs picked for this
+// round of merging are read (a round merges one level upward).
+func Compact(db *ObjectDB, objectDir string, progress func(done, total int)) (*CompactReport, error) {
 	rep := &CompactReport{}
 	for round := 0; round < 16; round++ {
 		packs, all, err := compactCandidates(objectDir)
@@ -121,7 +123,10 @@ func Compact(db *ObjectDB, objectDir string) (*CompactReport, error) {
 			return rep, nil
 		}
 		pw := NewPackWriter()
-		for _, p := range pick {
+		for i, p := range pick {
+			if progress != nil && i > 0 {
+				progress(i, len(pick))
+			}
 			ids, err := packIDs(filepath.Join(objectDir, "pack", p.name+".idx"))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed by a concurrent repack: its objects are elsewhere now
@@ -136,6 +141,9 @@ func Compact(db *ObjectDB, objectDir string) (*CompactReport, error) {
 				}
 				pw.Add(typ, data)
 			}
+		}
+		if progress != nil {
+			progress(len(pick), len(pick))
 		}
 		if pw.Len() == 0 {
 			return rep, nil

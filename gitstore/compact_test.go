@@ -26,6 +26,16 @@ func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	want := map[ObjectID][]byte{}
 	maxPacks := 0
+	// Progress counts the packs of each round up to its total; a new round
+	// starts only after the last one reached its total.
+	calls, prevDone, prevTotal := 0, 0, 0
+	progress := func(done, total int) {
+		calls++
+		if done < 1 || done > total || (done <= prevDone && prevDone != prevTotal) {
+			t.Errorf("progress %d/%d after %d/%d", done, total, prevDone, prevTotal)
+		}
+		prevDone, prevTotal = done, total
+	}
 	for i := 0; i < 300; i++ {
 		pw := NewPackWriter()
 		for j := 0; j < 1+rng.IntN(20); j++ {
@@ -39,12 +49,15 @@ func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%5 == 4 {
-			if _, err := Compact(db, objects); err != nil {
+			if _, err := Compact(db, objects, progress); err != nil {
 				t.Fatal(err)
 			}
 			packs, _ := filepath.Glob(objects + "/pack/*.idx")
 			maxPacks = max(maxPacks, len(packs))
 		}
+	}
+	if calls == 0 || prevDone != prevTotal {
+		t.Errorf("%d progress calls, the last at %d/%d", calls, prevDone, prevTotal)
 	}
 	if maxPacks > 24 {
 		t.Errorf("up to %d packs after compaction; the level rule allows at most 3 per level", maxPacks)

@@ -33,6 +33,10 @@ type PackWriter struct {
 	entries [][]byte // pack entries: type and size header, then the zlib stream
 	ids     []ObjectID
 	seen    map[ObjectID]bool
+	// Progress, while set, is called after each object added (not for one
+	// it already holds), for a caller that shows how far a large tree write
+	// (Tree.Hash, counted beforehand by Tree.Pending) has come.
+	Progress func()
 }
 
 // NewPackWriter returns an empty PackWriter.
@@ -72,6 +76,9 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 	packZlibWriters.Put(zw)
 	w.entries = append(w.entries, buf.Bytes())
 	w.ids = append(w.ids, id)
+	if w.Progress != nil {
+		w.Progress()
+	}
 }
 
 // WriteTo writes the objects to objectDir/pack as pack-<hex>.pack and

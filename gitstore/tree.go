@@ -294,6 +294,28 @@ func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
 	return hash(t.root), nil
 }
 
+// Pending returns how many objects Hash will give its PackWriter at most:
+// the changed directories and the blobs in them. It is a bound, not an exact
+// count, because the PackWriter skips objects it already holds.
+func (t *Tree) Pending() int {
+	var count func(n *treeNode) int
+	count = func(n *treeNode) int {
+		if !n.dirty {
+			return 0
+		}
+		c := 1
+		for i := range n.entries {
+			if e := &n.entries[i]; e.sub != nil {
+				c += count(e.sub)
+			} else if e.data != nil {
+				c++
+			}
+		}
+		return c
+	}
+	return count(t.root)
+}
+
 // modeString spells a mode as git does in trees (octal, no leading zero).
 func modeString(m uint32) string {
 	switch m {

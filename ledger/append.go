@@ -253,10 +253,30 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err != nil {
 		return nil, err
 	}
+	// A large state change (a plan of many cells) spends its time
+	// compressing the objects it writes: count them. Ordinary entries write a
+	// few dozen objects and show nothing (nor break into a step around them,
+	// such as sync's rebuild).
+	total := 0
+	if l.Progress != nil {
+		if n := snap.Tree.Pending(); n >= minProgressWrite {
+			total = n
+		}
+	}
+	m, written := l.meter("write", total), 0
+	if m != nil {
+		pw.Progress = func() {
+			if written++; written%progressEvery == 0 {
+				m.add(progressEvery)
+			}
+		}
+	}
 	tree, err := snap.Tree.Hash(pw)
+	pw.Progress = nil
 	if err != nil {
 		return nil, err
 	}
+	m.add(total - written/progressEvery*progressEvery) // Pending is a bound: end at the total
 	commit := CommitFor(applied, tree, parent)
 	if l.Signer != nil {
 		if commit.Signature, err = l.Signer.SignCommit(commit.Payload()); err != nil {

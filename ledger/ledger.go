@@ -45,7 +45,10 @@ type Ledger struct {
 	// Maintainer, if set, is the tally executable: background compaction then
 	// runs as a detached `tally gc` process instead of in this one.
 	Maintainer string
-	now        func() time.Time
+	// Progress, if set, is told how far verification, sync's rebuild, a
+	// large append and compaction have come.
+	Progress Progress
+	now      func() time.Time
 
 	repacking chan struct{} // closed when a background compaction started here ends
 }

@@ -78,5 +78,9 @@ func (l *Ledger) Compact() (*gitstore.CompactReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gitstore.Compact(db, l.Repo.ObjectDir)
+	var progress func(done, total int)
+	if l.Progress != nil {
+		progress = func(done, total int) { l.Progress("gc", done, total) }
+	}
+	return gitstore.Compact(db, l.Repo.ObjectDir, progress)
 }

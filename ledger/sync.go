@@ -159,6 +159,8 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 	pw := gitstore.NewPackWriter()
 	parent := remote.Commit
 	snap := remote
+	n := int(local.Meta.Size - common)
+	m := l.meter("rebuild", n)
 	for seq := common; seq < local.Meta.Size; seq++ {
 		e, _, _, err := local.Entry(seq)
 		if err != nil {
@@ -186,11 +188,13 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 				code, msg = "DEAD-HOLDER-REMOTE", "a dead-holder takeover is not sent to a remote, and without its evidence the claim is refused: "+x.Code+": "+x.Message
 			}
 			rep.Dropped = append(rep.Dropped, DroppedEntry{OldSeq: seq, Kind: e.Kind, Actor: e.Actor, Body: e.Body, Code: code, Message: msg})
+			m.add(counted(int(seq-common), n))
 			continue
 		}
 		rep.Rebuilt = append(rep.Rebuilt, RebuiltEntry{OldSeq: seq, NewSeq: ap.Entry.Seq, Kind: e.Kind, Actor: e.Actor})
 		parent = ap.Commit
 		snap.Commit, snap.Meta = ap.Commit, ap.Meta
+		m.add(counted(int(seq-common), n))
 	}
 	if pw.Len() > 0 {
 		if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {

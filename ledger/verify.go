@@ -158,13 +158,14 @@ func (l *Ledger) VerifyRangeEach(base, tip gitstore.ObjectID, each func(*Applied
 	if each == nil {
 		parts = max(1, min(runtime.GOMAXPROCS(0), len(commits)/minSegment))
 	}
+	m := l.meter("verify", len(commits))
 	verifiers := make([]*verifier, parts)
 	failures := make([]error, parts)
 	var wg sync.WaitGroup
 	for k := range parts {
 		lo, hi := k*len(commits)/parts, (k+1)*len(commits)/parts
 		v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each,
-			sigRules: map[string]*sigRule{}}
+			sigRules: map[string]*sigRule{}, meter: m}
 		if lo > 0 {
 			prev := commits[lo-1]
 			seg, err := l.SnapshotAt(prev.id)
@@ -235,6 +236,7 @@ type verifier struct {
 	parent gitstore.ObjectID
 	meta   *chain.Meta
 	each   func(*Applied) error
+	meter  *meter // shared by the segments of one verification
 	// sigRules caches the signature rule per actor; policy and keys entries
 	// invalidate it.
 	sigRules map[string]*sigRule
@@ -264,10 +266,11 @@ func (v *verifier) run(commits []walked) error {
 			}
 		}
 	}()
-	for _, c := range commits {
+	for i, c := range commits {
 		if err := v.check(c, <-raws); err != nil {
 			return err
 		}
+		v.meter.add(counted(i, len(commits)))
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ too much to check against them).`,
 			}
 			defer c.Close()
 			res, err := c.ClaimWait(o, wait, func(refusal error) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "tally: waiting up to %v: %v\n", wait, refusal)
+				fmt.Fprintf(newHumanOut(cmd.ErrOrStderr()), "tally: waiting up to %v: %v\n", wait, refusal)
 			})
 			if err != nil {
 				return err

@@ -27,14 +27,14 @@ func (a *app) locksCmd() *cobra.Command {
 			return a.emit(v, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				for _, l := range v.Locks {
-					fmt.Fprintf(tw, "%s\t%s\tepoch %d\tuntil %s\t%s\n", l.Pattern, l.Actor, l.Epoch, l.ExpiresAt, l.Reason)
+					fmt.Fprintf(tw, "%s\t%s\tepoch %d\tuntil %s\t%s\n", inert(l.Pattern), inert(l.Actor), l.Epoch, l.ExpiresAt, inert(l.Reason))
 				}
 				for _, h := range v.Cells {
-					fmt.Fprintf(tw, "%s\t%s\tepoch %d\tuntil %s\t(%s)\n", h.Pattern, h.Actor, h.Epoch, h.ExpiresAt, h.Source)
+					fmt.Fprintf(tw, "%s\t%s\tepoch %d\tuntil %s\t(%s)\n", inert(h.Pattern), inert(h.Actor), h.Epoch, h.ExpiresAt, h.Source)
 				}
 				tw.Flush()
 				for _, wt := range v.Waits {
-					fmt.Fprintf(w, "%s waits for %s (held by %s) until %s\n", wt.Waiter, wt.Pattern, strings.Join(wt.Holders, ", "), wt.ExpiresAt)
+					fmt.Fprintf(w, "%s waits for %s (held by %s) until %s\n", inert(wt.Waiter), inert(wt.Pattern), inert(strings.Join(wt.Holders, ", ")), wt.ExpiresAt)
 				}
 				if len(v.Locks)+len(v.Cells)+len(v.Waits) == 0 {
 					fmt.Fprintln(w, "no path is held")

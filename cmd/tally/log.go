@@ -25,7 +25,10 @@ func (a *app) logCmd() *cobra.Command {
 			}
 			return a.emit(map[string]any{"entries": entries}, func(w io.Writer) {
 				for _, e := range entries {
-					fmt.Fprintf(w, "%6d  %s  %-20s %-8s %s\n", e.Seq, e.TS, e.Actor, e.Kind, e.Summary)
+					paint(w, dim, "%6d", e.Seq)
+					fmt.Fprintf(w, "  %s  %-20s ", e.TS, inert(e.Actor))
+					paint(w, kindStyle(e.Kind), "%-8s", e.Kind)
+					fmt.Fprintf(w, " %s\n", inert(e.Summary))
 				}
 			})
 		},

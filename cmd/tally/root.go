@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/tally-dev/tally"
@@ -24,8 +25,14 @@ type app struct {
 	signKey   string
 	remote    string
 	local     bool
+	quiet     bool
 	stdout    io.Writer
 	stderr    io.Writer
+
+	// The progress bar being shown, if any (term.go).
+	bar     *progressbar.ProgressBar
+	barWhat string
+	barDone int
 }
 
 // run executes tally with args and returns the exit code (the error's class).
@@ -53,6 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return a.fail(errs.New("USAGE", "%s (run 'tally --help' for the commands)", msg))
 	}
 	err := root.Execute()
+	a.endProgress()
 	if err == nil {
 		return 0
 	}
@@ -79,6 +87,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetVersionTemplate("tally {{.Version}}\n")
 	root.PersistentFlags().StringVarP(&a.dir, "repo", "C", ".", "run as if started in `PATH`")
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print exactly one JSON object on stdout")
+	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "show no progress on stderr (progress shows only on a terminal, and never with --json)")
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting (else $TALLY_ACTOR, else git user.email)")
 	root.PersistentFlags().StringVar(&a.namespace, "namespace", "", "ref namespace of the ledger (default refs/tally, or $TALLY_NAMESPACE)")
 	root.PersistentFlags().StringVar(&a.remote, "remote", "", "work through git remote `NAME` (or URL): appends are compare-and-swap pushes there (default: git config tally.remote)")
@@ -146,6 +155,7 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.L.Progress = a.progress()
 	if acting && c.Actor == "" {
 		c.Close()
 		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
@@ -158,7 +168,7 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 func (a *app) emit(result any, text func(w io.Writer)) error {
 	if !a.jsonOut {
 		if text != nil {
-			text(a.stdout)
+			text(newHumanOut(a.stdout))
 		}
 		return nil
 	}
@@ -175,14 +185,17 @@ func (a *app) fail(err error) int {
 	if a.jsonOut {
 		writeJSON(a.stdout, tally.ErrorObject(e))
 	} else {
-		fmt.Fprintf(a.stderr, "tally: %s: %s\n", e.Code, e.Message)
+		w := newHumanOut(a.stderr)
+		fmt.Fprint(w, "tally: ")
+		paint(w, red, "%s", e.Code)
+		fmt.Fprintf(w, ": %s\n", e.Message)
 		keys := make([]string, 0, len(e.Details))
 		for k := range e.Details {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(a.stderr, "  %s: %s\n", k, detailText(e.Details[k]))
+			fmt.Fprintf(w, "  %s: %s\n", k, detailText(e.Details[k]))
 		}
 	}
 	return int(e.Class())

@@ -28,7 +28,8 @@ func (a *app) showCmd() *cobra.Command {
 			}
 			return a.emit(v, func(out io.Writer) {
 				cl := v.Cell
-				fmt.Fprintf(out, "%s/%s  %s  epoch %d", cl.Wave, cl.ID, cl.State, cl.Epoch)
+				paint(out, bold, "%s/%s", cl.Wave, cl.ID)
+				fmt.Fprintf(out, "  %s  epoch %d", cl.State, cl.Epoch)
 				if cl.Title != "" {
 					fmt.Fprintf(out, "  %q", cl.Title)
 				}
@@ -41,13 +42,16 @@ func (a *app) showCmd() *cobra.Command {
 				}
 				if l := cl.Lease; l != nil {
 					fmt.Fprintf(out, "lease: %s (pid %d on %s) epoch %d, acquired %s, heartbeat %s, expires %s, max hold %s\n",
-						l.Actor, l.PID, l.Host, l.Epoch, l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.MaxHoldUntil)
+						inert(l.Actor), l.PID, inert(l.Host), l.Epoch, l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.MaxHoldUntil)
 				}
 				if cl.Reason != "" {
-					fmt.Fprintf(out, "failed: %s\n", cl.Reason)
+					paint(out, red, "failed")
+					fmt.Fprintf(out, ": %s\n", inert(cl.Reason))
 				}
 				for _, h := range v.History {
-					fmt.Fprintf(out, "  #%d %s %-8s %s %s\n", h.Seq, h.TS, h.Kind, h.Actor, h.Body)
+					fmt.Fprintf(out, "  #%d %s ", h.Seq, h.TS)
+					paint(out, kindStyle(h.Kind), "%-8s", h.Kind)
+					fmt.Fprintf(out, " %s %s\n", inert(h.Actor), h.Body)
 				}
 			})
 		},

@@ -33,7 +33,8 @@ func (a *app) statusCmd() *cobra.Command {
 			}
 			return a.emit(map[string]any{"now": chain.FormatTime(now), "waves": waves}, func(w io.Writer) {
 				for _, ws := range waves {
-					fmt.Fprintf(w, "wave %s: %d pending, %d claimed, %d done, %d failed\n", ws.Wave,
+					paint(w, bold, "wave %s", ws.Wave)
+					fmt.Fprintf(w, ": %d pending, %d claimed, %d done, %d failed\n",
 						ws.Counts[lease.Pending], ws.Counts[lease.Claimed], ws.Counts[lease.Done], ws.Counts[lease.Failed])
 					tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 					for _, c := range ws.Cells {
@@ -48,7 +49,7 @@ func (a *app) statusCmd() *cobra.Command {
 						if c.Ready && c.State == lease.Pending {
 							state += " (ready)"
 						}
-						fmt.Fprintf(tw, "  %s\t%s\tepoch %d\t%s\t%s\n", c.Cell, state, c.Epoch, c.Holder, left)
+						fmt.Fprintf(tw, "  %s\t%s\tepoch %d\t%s\t%s\n", c.Cell, state, c.Epoch, inert(c.Holder), left)
 					}
 					tw.Flush()
 				}

@@ -73,7 +73,8 @@ CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED for a checkpoint.`,
 				Trailers    []tally.TrailerCheck    `json:"trailers,omitempty"`
 			}{rep, checked, trailers}
 			return a.emit(res, func(w io.Writer) {
-				fmt.Fprintf(w, "ok: %d entries (%d checked now), head #%d %s, root %s\n",
+				paint(w, green, "ok")
+				fmt.Fprintf(w, ": %d entries (%d checked now), head #%d %s, root %s\n",
 					rep.Entries, rep.Checked, rep.Head.Seq, rep.Head.Hash, rep.Root)
 				for i, cc := range checked {
 					fmt.Fprintf(w, "checkpoint %s: %d entries, consistent, signed by %d keys\n",
