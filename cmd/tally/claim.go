@@ -32,6 +32,7 @@ epoch + 1. A cell whose lease expired is reclaimed the same way.
                   change and try again, for up to D (in remote mode too)
 
 Refusals: LEASE-HELD (retryable; reports holder, epoch, expires_at),
+LEASE-OWNED (exit 2: you hold the cell already; extend it with renew),
 NO-READY-CELL (retryable; "open" cells may still become claimable),
 PLAN-COMPLETE (exit 2: every cell is done or failed, "open": 0),
 CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING,
