@@ -98,6 +98,7 @@ func (a *app) rootCommand() *cobra.Command {
 	} {
 		root.AddCommand(c)
 	}
+	organizeHelp(root)
 	refuseUnknownSubcommands(root)
 	return root
 }
