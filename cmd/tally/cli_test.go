@@ -1289,8 +1289,8 @@ func TestBackgroundCompaction(t *testing.T) {
 // claim --wait: a claim that finds nothing ready waits for the ledger to move
 // and is granted the cell the move made ready; with nothing left open it
 // returns PLAN-COMPLETE (exit 2: no retry can help) at once, with "open": 0,
-// with or without --wait; a wait that runs out returns
-// the last refusal with "waited".
+// with or without --wait; a wait that runs out is WAIT-TIMEOUT with the
+// last refusal's details and "waited".
 func TestCLIClaimWait(t *testing.T) {
 	r := newRepo(t)
 	r.ok("A", "init")
@@ -1327,9 +1327,9 @@ func TestCLIClaimWait(t *testing.T) {
 	}
 
 	// b is claimed by B: a wait on it that runs out reports "waited".
-	e := r.refuse(1, "LEASE-HELD", "C", "claim", "w/b", "--wait", "50ms")
-	if e["waited"] != "50ms" || e["holder"] != "B" {
-		t.Fatalf("LEASE-HELD after waiting: %v", e)
+	e := r.refuse(1, "WAIT-TIMEOUT", "C", "claim", "w/b", "--wait", "50ms")
+	if e["waited"] != "50ms" || e["holder"] != "B" || e["refusal"] != "LEASE-HELD" {
+		t.Fatalf("WAIT-TIMEOUT after waiting: %v", e)
 	}
 	// Only b is open; once done, nothing is: no wait at all.
 	r.ok("B", "done", "w/b", "--epoch", "1")
