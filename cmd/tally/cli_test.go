@@ -553,7 +553,9 @@ cells:
 	if e["holder"] != "A" || e["epoch"] != 1.0 || e["expires_at"] != tsAt(60*time.Second) {
 		t.Fatalf("LEASE-HELD details %v", e)
 	}
-	r.refuse(1, "LEASE-HELD", "A", "claim", "w1/a")                   // the holder too
+	if e := r.refuse(2, "LEASE-OWNED", "A", "claim", "w1/a"); e["yours"] != true { // the holder: final, see renew
+		t.Fatalf("LEASE-OWNED details %v", e)
+	}
 	r.refuse(1, "LEASE-HELD", "B", "claim", "w1/a", "--reclaim-dead") // its pid (this test) is alive
 	e = r.refuse(1, "STEAL-DENIED", "B", "claim", "w1/a", "--steal")
 	if e["holder"] != "A" || e["epoch"] != 1.0 || e["max_hold_until"] != tsAt(30*time.Minute) {
