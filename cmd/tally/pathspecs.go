@@ -34,6 +34,9 @@ func (a *app) lockSpecs(specs []string) ([]string, error) {
 // resolveSpec is lockSpecs for one spec, with prefix the current directory
 // relative to the root ("" at the root, no trailing '/').
 func resolveSpec(prefix, spec string) (string, error) {
+	if spec == "" {
+		return "", nil // refused as USAGE with the other malformed patterns
+	}
 	if rest, ok := strings.CutPrefix(spec, ":/"); ok {
 		if rest == "" {
 			return ".", nil
