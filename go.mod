@@ -14,12 +14,12 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/transparency-dev/merkle v0.0.2
 	github.com/zeebo/blake3 v0.2.4
+	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/crypto v0.56.0
 	golang.org/x/mod v0.43.0
 	golang.org/x/net v0.57.0
 	golang.org/x/term v0.45.0
 	google.golang.org/protobuf v1.36.11
-	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -45,7 +45,6 @@ require (
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/xanzy/ssh-agent v0.3.3 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
-	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect

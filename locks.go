@@ -19,21 +19,20 @@ type LockResult struct {
 	*lease.LockGrant
 }
 
-// Lock locks path patterns for ttl seconds (0: lease.TTLDefault), renewing
-// those the actor already holds, preempting lower-priority holders. A
+// Lock locks path patterns for ttl seconds, renewing those the actor
+// already holds, preempting lower-priority holders. Ttl 0 keeps the TTL of
+// the actor's live locks among patterns (lease.KeptLockTTL), else is
+// lease.TTLDefault. A
 // conflict it may not preempt is LEASE-HELD; with wait > 0 the actor then
 // records a wait on the blocked pattern and retries until granted (the grant
 // clears the wait) or wait has passed: then the wait is cleared and the
-// result is WAIT-TIMEOUT, with the last holder's details. If a break entry
+// result is WAIT-TIMEOUT (waitTimeout), with the last holder's details. If a break entry
 // picks the actor as a deadlock victim meanwhile, it stops waiting at once:
 // LEASE-HELD with "victim": true.
 func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Duration) (*LockResult, error) {
 	pats, _, err := normalizeLocks(patterns, nil)
 	if err != nil {
 		return nil, err
-	}
-	if ttl == 0 {
-		ttl = lease.TTLDefault
 	}
 	deadline := time.Now().Add(wait)
 	pause := 50 * time.Millisecond
@@ -44,7 +43,11 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 			if err != nil {
 				return nil, err
 			}
-			return &ledger.Draft{Kind: "lock", Body: lease.LockBody{Patterns: pats, TTL: ttl, Reason: reason, Preempts: pre}}, nil
+			t, err := c.lockTTL(s, pats, ttl, now)
+			if err != nil {
+				return nil, err
+			}
+			return &ledger.Draft{Kind: "lock", Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Preempts: pre}}, nil
 		})
 		if err == nil {
 			return &LockResult{appendedOf(ap), ap.Result.Effect.(*lease.LockGrant)}, nil
@@ -57,7 +60,7 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 			if err := c.clearWait(); err != nil {
 				return nil, err
 			}
-			return nil, withDetails(errs.New("WAIT-TIMEOUT", "waited %v: %s", wait, held.Message), held)
+			return nil, waitTimeout(wait, held)
 		}
 		requested, _ := held.Details["requested"].(string)
 		if waiting, err = c.recordWait(requested, waiting); err != nil {
@@ -71,6 +74,14 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 		time.Sleep(max(sleep, 0))
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// waitTimeout is the one answer of every --wait that ran out (claim and
+// lock): WAIT-TIMEOUT, retryable, carrying the last refusal's details (the
+// holder, epoch, ...) and its code as "refusal", with "waited".
+func waitTimeout(wait time.Duration, last *errs.Error) *errs.Error {
+	return withDetails(errs.New("WAIT-TIMEOUT", "waited %v: %s", wait, last.Message), last).
+		With("refusal", last.Code).With("waited", wait.String())
 }
 
 func withDetails(e, from *errs.Error) *errs.Error {
@@ -157,14 +168,31 @@ func (c *Client) RenewLocks(patterns []string, epochs []int64, ttl int, reason s
 	if err != nil {
 		return nil, err
 	}
-	if ttl == 0 {
-		ttl = lease.TTLDefault
-	}
-	ap, err := c.append(static("lock", lease.LockBody{Patterns: pats, TTL: ttl, Reason: reason, Epochs: eps}))
+	ap, err := c.append(func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		t, err := c.lockTTL(s, pats, ttl, now)
+		if err != nil {
+			return nil, err
+		}
+		return &ledger.Draft{Kind: "lock", Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Epochs: eps}}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	return &LockResult{appendedOf(ap), ap.Result.Effect.(*lease.LockGrant)}, nil
+}
+
+// lockTTL is the ttl of a lock entry on pats: ttl if given, else what the
+// actor's live locks among them keep, else lease.TTLDefault. It is decided
+// on each attempt's snapshot, since the locks may have changed between.
+func (c *Client) lockTTL(s *ledger.Snapshot, pats []string, ttl int, now time.Time) (int, error) {
+	if ttl != 0 {
+		return ttl, nil
+	}
+	kept, err := lease.KeptLockTTL(s, c.Actor, pats, now)
+	if err != nil || kept != 0 {
+		return kept, err
+	}
+	return lease.TTLDefault, nil
 }
 
 // Unlock releases the actor's locks, each at its epoch (one for all patterns,

@@ -198,8 +198,8 @@ func noReadyCell(s *ledger.Snapshot, wave string) error {
 // NO-READY-CELL or LEASE-HELD: after each refusal it waits for the source's
 // tip to move (an entry may finish a dependency or end a lease) or for a
 // second to pass (a lease may expire), then claims again. PLAN-COMPLETE, like
-// any other refusal, ends it at once. After wait the last refusal is
-// returned, with "waited" added. onWait, if set, is called with the first
+// any other refusal, ends it at once. After wait it is WAIT-TIMEOUT with the
+// last refusal's details (waitTimeout), as for Lock. onWait, if set, is called with the first
 // refusal when the waiting starts.
 func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error)) (*LeaseResult, error) {
 	if wait <= 0 {
@@ -222,7 +222,7 @@ func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error
 			return nil, err
 		}
 		if !time.Now().Before(deadline) {
-			return nil, refusal.With("waited", wait.String())
+			return nil, waitTimeout(wait, refusal)
 		}
 		if onWait != nil {
 			onWait(refusal)

@@ -44,6 +44,7 @@ var classes = map[string]Class{
 	"USAGE":               Refused,
 	"NOT-A-REPO":          Refused,
 	"PLAN-COMPLETE":       Refused,
+	"LEASE-OWNED":         Refused,
 	"NOT-SUPPORTED":       Refused,
 	"NOT-INITIALIZED":     Refused,
 	"ALREADY-INITIALIZED": Refused,

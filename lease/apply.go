@@ -403,6 +403,12 @@ func (r *rule) claim() (string, any, error) {
 			g.Takeover = TakeoverExpired
 		case b.Mode == ModeSteal && pastMaxHold:
 			g.Takeover = TakeoverSteal
+		case l.Actor == r.e.Actor:
+			// Retrying cannot help the holder: its lease only ends by renew,
+			// release, fail, done or expiry, so the answer is final (exit 2).
+			return "", nil, errs.New("LEASE-OWNED", "you already hold cell %s/%s (epoch %d) until %s: extend it with 'tally renew %s/%s --epoch %d'",
+				b.Wave, b.Cell, l.Epoch, l.ExpiresAt, b.Wave, b.Cell, l.Epoch).With("holder", l.Actor).With("epoch", l.Epoch).
+				With("expires_at", l.ExpiresAt).With("yours", true)
 		case b.Mode == ModeSteal:
 			return "", nil, errs.New("STEAL-DENIED", "cell %s/%s held by %s until max-hold %s; steal window not open",
 				b.Wave, b.Cell, l.Actor, l.MaxHoldUntil).With("holder", l.Actor).With("epoch", l.Epoch).

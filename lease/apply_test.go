@@ -768,8 +768,16 @@ func TestClaimRefusals(t *testing.T) {
 	if e.Details["state"] != lease.Done {
 		t.Fatalf("details %v", e.Details)
 	}
-	// the holder itself gets LEASE-HELD on its live lease
-	w.refuse("LEASE-HELD", "claim", "A", claimB("w", "b"))
+	// the holder itself is told it holds the cell, finally (retrying cannot
+	// help), and pointed to renew, whatever the mode
+	for _, b := range []lease.ClaimBody{claimB("w", "b"), withMode(claimB("w", "b"), lease.ModeSteal),
+		withMode(withHost(claimB("w", "b"), "h1", 9), lease.ModeReclaimDead)} {
+		e = w.refuse("LEASE-OWNED", "claim", "A", b)
+		if e.Class() != errs.Refused || e.Details["yours"] != true || e.Details["epoch"] != int64(1) ||
+			!strings.Contains(e.Message, "tally renew w/b --epoch 1") {
+			t.Fatalf("own live cell: class %d details %v message %q", e.Class(), e.Details, e.Message)
+		}
+	}
 	// usage errors come before any state lookup
 	for _, b := range []lease.ClaimBody{
 		withTTL(claimB("w", "b"), 29), withTTL(claimB("w", "b"), 86401), withTTL(claimB("w", "b"), 0),

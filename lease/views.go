@@ -225,6 +225,41 @@ func Locks(kv chain.KV, now time.Time) ([]Lock, error) {
 	return out, nil
 }
 
+// KeptLockTTL is the TTL a lock entry on patterns keeps when its writer
+// names none: the ttl_seconds of the actor's locks among patterns that are
+// live at now (those the entry renews), or 0 when it holds none of them.
+// One entry has one ttl, so locks of different TTLs cannot all keep theirs:
+// USAGE, naming two of them.
+func KeptLockTTL(kv chain.KV, actor string, patterns []string, now time.Time) (int, error) {
+	t := newTxn(kv)
+	s, err := loadPaths(t, now)
+	if err != nil {
+		return 0, err
+	}
+	ttl, from := 0, ""
+	for _, p := range patterns {
+		i, held := s.lockAt(p)
+		if !held || s.locks[i].Actor != actor {
+			continue
+		}
+		pl, ok, err := t.pathLock(p)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || pl.Lease == nil {
+			return 0, errs.New("CORRUPT", "locks/index lists %s, which is not held", p)
+		}
+		switch {
+		case ttl == 0:
+			ttl, from = pl.Lease.TTLSeconds, p
+		case pl.Lease.TTLSeconds != ttl:
+			return 0, errs.New("USAGE", "your locks on %s (ttl %ds) and %s (ttl %ds) differ: give --ttl to renew them together",
+				from, ttl, p, pl.Lease.TTLSeconds)
+		}
+	}
+	return ttl, nil
+}
+
 // ReadLock returns the stored state of a pattern, or nil if it was never locked.
 func ReadLock(kv chain.KV, pattern string) (*PathLock, error) {
 	pl, ok, err := newTxn(kv).pathLock(pattern)

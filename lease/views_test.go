@@ -388,6 +388,8 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 				l := c.lease
 				switch {
 				case mode == lease.ModeSteal && now.After(l.maxHold):
+				case l.actor == actor:
+					o.want = "LEASE-OWNED" // the holder's own live lease, whatever the mode
 				case mode == lease.ModeSteal:
 					o.want = "STEAL-DENIED"
 				case mode == lease.ModeReclaimDead && b.Dead != nil && !b.Dead.Alive && host == l.host &&

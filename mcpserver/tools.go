@@ -80,13 +80,11 @@ type RunIn struct {
 // LockIn is the input of lock.
 type LockIn struct {
 	Patterns    []string `json:"patterns" jsonschema:"repository-relative globs (*, ?, **), all or none"`
-	TTL         int      `json:"ttl,omitempty" jsonschema:"lock time to live in seconds"`
+	TTL         int      `json:"ttl,omitempty" jsonschema:"lock time to live in seconds (omitted: a relocked pattern keeps its TTL, a new one gets the default)"`
 	Reason      string   `json:"reason,omitempty" jsonschema:"why, for the others"`
 	WaitSeconds int      `json:"wait_seconds,omitempty" jsonschema:"on LEASE-HELD record a wait and retry up to this long (else WAIT-TIMEOUT)"`
 	Epochs      []int64  `json:"epochs,omitempty" jsonschema:"only renew your locks at these epochs (one for all, or one per pattern)"`
 }
-
-func (LockIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
 
 // UnlockIn is the input of unlock.
 type UnlockIn struct {
@@ -154,7 +152,8 @@ func (s *Server) tools() {
 			return out, err
 		})
 	add(s, "claim", "Claim a cell (wave and cell, or next): a lease at a new epoch; keep the epoch for renew, run, done. "+
-		"LEASE-HELD (retryable) names the holder, epoch and expires_at (tally claim).",
+		"LEASE-HELD (retryable) names the holder, epoch and expires_at; LEASE-OWNED (not retryable, yours: true) "+
+		"means you hold it already: renew it (tally claim).",
 		func(_ context.Context, in ClaimIn) (out *tally.LeaseResult, err error) {
 			o := tally.ClaimOptions{Wave: in.Wave, Cell: in.Cell, Next: in.Next, TTL: in.TTL, PID: s.opt.PID,
 				Steal: in.Steal, ReclaimDead: in.ReclaimDead}

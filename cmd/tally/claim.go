@@ -29,9 +29,12 @@ epoch + 1. A cell whose lease expired is reclaimed the same way.
                   from the boot and PID namespace its lease was claimed
                   in (local ledgers only: refused through a remote)
   --wait D        on NO-READY-CELL or LEASE-HELD, wait for the ledger to
-                  change and try again, for up to D (in remote mode too)
+                  change and try again, for up to D (in remote mode too);
+                  then WAIT-TIMEOUT (retryable) with the last refusal's
+                  details and its code as "refusal", as lock --wait
 
 Refusals: LEASE-HELD (retryable; reports holder, epoch, expires_at),
+LEASE-OWNED (exit 2: you hold the cell already; extend it with renew),
 NO-READY-CELL (retryable; "open" cells may still become claimable),
 PLAN-COMPLETE (exit 2: every cell is done or failed, "open": 0),
 CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING,
@@ -75,7 +78,7 @@ too much to check against them).`,
 			return a.emit(res, func(w io.Writer) { printLease(w, res) })
 		},
 	}
-	cmd.Flags().IntVar(&o.TTL, "ttl", lease.TTLDefault, "lease time to live in `SECONDS` (30..86400)")
+	ttlVar(cmd, &o.TTL, lease.TTLDefault, "lease time to live: a duration (20m, 1h) or seconds, 30s..24h")
 	cmd.Flags().IntVar(&o.PID, "pid", 0, "holder process id recorded for dead-holder takeover (default: tally's parent)")
 	cmd.Flags().BoolVar(&o.Next, "next", false, "claim the first ready cell")
 	cmd.Flags().StringVar(&o.NextWave, "wave", "", "with --next, only consider `WAVE`")

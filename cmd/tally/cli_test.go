@@ -553,7 +553,9 @@ cells:
 	if e["holder"] != "A" || e["epoch"] != 1.0 || e["expires_at"] != tsAt(60*time.Second) {
 		t.Fatalf("LEASE-HELD details %v", e)
 	}
-	r.refuse(1, "LEASE-HELD", "A", "claim", "w1/a")                   // the holder too
+	if e := r.refuse(2, "LEASE-OWNED", "A", "claim", "w1/a"); e["yours"] != true { // the holder: final, see renew
+		t.Fatalf("LEASE-OWNED details %v", e)
+	}
 	r.refuse(1, "LEASE-HELD", "B", "claim", "w1/a", "--reclaim-dead") // its pid (this test) is alive
 	e = r.refuse(1, "STEAL-DENIED", "B", "claim", "w1/a", "--steal")
 	if e["holder"] != "A" || e["epoch"] != 1.0 || e["max_hold_until"] != tsAt(30*time.Minute) {
@@ -1289,8 +1291,8 @@ func TestBackgroundCompaction(t *testing.T) {
 // claim --wait: a claim that finds nothing ready waits for the ledger to move
 // and is granted the cell the move made ready; with nothing left open it
 // returns PLAN-COMPLETE (exit 2: no retry can help) at once, with "open": 0,
-// with or without --wait; a wait that runs out returns
-// the last refusal with "waited".
+// with or without --wait; a wait that runs out is WAIT-TIMEOUT with the
+// last refusal's details and "waited".
 func TestCLIClaimWait(t *testing.T) {
 	r := newRepo(t)
 	r.ok("A", "init")
@@ -1307,9 +1309,9 @@ func TestCLIClaimWait(t *testing.T) {
 	}
 
 	// b is claimed by B: a wait on it that runs out reports "waited".
-	e := r.refuse(1, "LEASE-HELD", "C", "claim", "w/b", "--wait", "50ms")
-	if e["waited"] != "50ms" || e["holder"] != "B" {
-		t.Fatalf("LEASE-HELD after waiting: %v", e)
+	e := r.refuse(1, "WAIT-TIMEOUT", "C", "claim", "w/b", "--wait", "50ms")
+	if e["waited"] != "50ms" || e["holder"] != "B" || e["refusal"] != "LEASE-HELD" {
+		t.Fatalf("WAIT-TIMEOUT after waiting: %v", e)
 	}
 	// Only b is open; once done, nothing is: no wait at all.
 	r.ok("B", "done", "w/b", "--epoch", "1")

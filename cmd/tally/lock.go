@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tally-dev/tally"
-	"github.com/tally-dev/tally/lease"
 )
 
 func (a *app) lockCmd() *cobra.Command {
@@ -19,10 +18,13 @@ func (a *app) lockCmd() *cobra.Command {
 		epochs []int64
 	)
 	cmd := &cobra.Command{
-		Use:   "lock PATHSPEC... [--ttl S] [--reason T] [--wait DURATION | --epoch N,...]",
+		Use:   "lock PATHSPEC... [--ttl DURATION] [--reason T] [--wait DURATION | --epoch N,...]",
 		Short: "lease repository paths: a lock per pattern, at a new epoch",
-		Long: `lock takes a lease on each pathspec (a repository-relative glob; quote it
-from the shell: 'src/**'), all or none. Two patterns conflict when some path
+		Long: `lock takes a lease on each pathspec (a glob; quote it from the shell:
+'src/**'), all or none. As in git, a pathspec is relative to the current
+directory (from src/, 'api/**' is src/api/**; '../docs' climbs) and one
+starting with ':/' to the repository root (':/' alone is the whole tree).
+Without --ttl a pattern you hold live keeps its TTL; a new one gets 30m. Two patterns conflict when some path
 matches both (see package pathspec). Your own locks and cells never conflict
 with yours; a pattern you hold live is renewed at its epoch.
 
@@ -41,6 +43,9 @@ more than its budget (docs/FORMAT.md §5).
                (one epoch for all, or one per pathspec in order)`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := ttlFlag(cmd, ttl); err != nil {
+				return err
+			}
 			if wait < 0 {
 				return usageErr("--wait must not be negative")
 			}
@@ -52,6 +57,9 @@ more than its budget (docs/FORMAT.md §5).
 				return err
 			}
 			defer c.Close()
+			if argv, err = a.lockSpecs(argv); err != nil {
+				return err
+			}
 			var res *tally.LockResult
 			if cmd.Flags().Changed("epoch") {
 				res, err = c.RenewLocks(argv, epochs, ttl, reason)
@@ -72,7 +80,7 @@ more than its budget (docs/FORMAT.md §5).
 			})
 		},
 	}
-	cmd.Flags().IntVar(&ttl, "ttl", lease.TTLDefault, "lock time to live in `SECONDS` (30..86400)")
+	ttlVar(cmd, &ttl, 0, "lock time to live: a duration (15m, 1h) or seconds, 30s..24h (default: a relocked pattern keeps its TTL, a new one 30m)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the others (`TEXT`)")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "on LEASE-HELD, wait up to `DURATION` (e.g. 5m)")
 	cmd.Flags().Int64SliceVar(&epochs, "epoch", nil, "renew only, at `N` (one, or one per pathspec)")

@@ -8,12 +8,16 @@ import (
 )
 
 func (a *app) nextCmd() *cobra.Command {
-	var wave string
+	var waveFlag string
 	cmd := &cobra.Command{
-		Use:   "next [--wave W]",
+		Use:   "next [WAVE | --wave WAVE]",
 		Short: "list the cells claimable now, in the order claim --next takes them",
-		Args:  args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			wave, err := waveArg(argv, waveFlag)
+			if err != nil {
+				return err
+			}
 			c, err := a.client(false)
 			if err != nil {
 				return err
@@ -34,6 +38,19 @@ func (a *app) nextCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&wave, "wave", "", "only this `WAVE`")
+	cmd.Flags().StringVar(&waveFlag, "wave", "", "only this `WAVE` (the same as giving it as the argument)")
 	return cmd
+}
+
+// waveArg is the wave a view is limited to, given as its argument or with
+// --wave (status and next take both spellings); "" for all waves. Two
+// different waves are USAGE.
+func waveArg(argv []string, flag string) (string, error) {
+	if len(argv) == 0 {
+		return flag, nil
+	}
+	if flag != "" && flag != argv[0] {
+		return "", usageErr("give the wave once: argument %q or --wave %q", argv[0], flag)
+	}
+	return argv[0], nil
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
@@ -45,7 +42,7 @@ limit) past 256 paths per cell, 8,192 per wave or 1,024 bytes per path.`,
 	}
 }
 
-// readPlan parses a plan file strictly: unknown fields are refused.
+// readPlan reads and parses a plan file (parsePlan): "-" is stdin.
 func readPlan(path string) (*lease.PlanBody, error) {
 	var data []byte
 	var err error
@@ -57,15 +54,5 @@ func readPlan(path string) (*lease.PlanBody, error) {
 	if err != nil {
 		return nil, errs.New("USAGE", "read plan: %v", err)
 	}
-	js, err := yaml.YAMLToJSON(data) // JSON is YAML, so this reads both
-	if err != nil {
-		return nil, errs.New("USAGE", "plan %s: %v", path, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	var body lease.PlanBody
-	if err := dec.Decode(&body); err != nil {
-		return nil, errs.New("USAGE", "plan %s: %v", path, err)
-	}
-	return &body, nil
+	return parsePlan(path, data)
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/lease"
 )
 
 func (a *app) releaseCmd() *cobra.Command {
@@ -27,13 +25,6 @@ func (a *app) releaseCmd() *cobra.Command {
 
 // ttlFlag refuses a --ttl given outside the rules' range (the facade reads
 // 0 as "default", so 0 must not slip through as a value).
-func ttlFlag(cmd *cobra.Command, ttl int) error {
-	if cmd.Flags().Changed("ttl") && (ttl < lease.TTLMin || ttl > lease.TTLMax) {
-		return usageErr("--ttl must be %d..%d seconds, got %d", lease.TTLMin, lease.TTLMax, ttl)
-	}
-	return nil
-}
-
 // requireFlag refuses a command whose required flag was not given.
 func requireFlag(cmd *cobra.Command, name string) error {
 	if !cmd.Flags().Changed(name) {

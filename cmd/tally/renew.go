@@ -10,7 +10,7 @@ func (a *app) renewCmd() *cobra.Command {
 	var epoch int64
 	var ttl int
 	cmd := &cobra.Command{
-		Use:   "renew WAVE/CELL --epoch N [--ttl S]",
+		Use:   "renew WAVE/CELL --epoch N [--ttl DURATION]",
 		Short: "heartbeat: extend your lease (not past its max-hold time)",
 		Long: `renew refreshes heartbeat_at and expires_at of your live lease. Without --ttl
 the lease keeps its current TTL. Refusals: ACTOR-MISMATCH, EPOCH-MISMATCH,
@@ -19,9 +19,6 @@ LEASE-EXPIRED, LEASE-MAX-HOLD.`,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if err := ttlFlag(cmd, ttl); err != nil {
 				return err
-			}
-			if !cmd.Flags().Changed("ttl") {
-				ttl = 0 // keep the lease's TTL
 			}
 			c, w, cell, err := a.leaseCell(cmd, argv[0])
 			if err != nil {
@@ -36,6 +33,6 @@ LEASE-EXPIRED, LEASE-MAX-HOLD.`,
 		},
 	}
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease")
-	cmd.Flags().IntVar(&ttl, "ttl", 0, "new time to live in `SECONDS` (30..86400; default: keep the lease's)")
+	ttlVar(cmd, &ttl, 0, "new time to live: a duration (20m, 1h) or seconds, 30s..24h (default: keep the lease's)")
 	return cmd
 }

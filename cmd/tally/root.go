@@ -107,6 +107,7 @@ func (a *app) rootCommand() *cobra.Command {
 	} {
 		root.AddCommand(c)
 	}
+	organizeHelp(root)
 	refuseUnknownSubcommands(root)
 	return root
 }

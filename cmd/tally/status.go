@@ -13,20 +13,21 @@ import (
 )
 
 func (a *app) statusCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "status [WAVE]",
+	var waveFlag string
+	cmd := &cobra.Command{
+		Use:   "status [WAVE | --wave WAVE]",
 		Short: "cells by state, holders and time left (expiring soonest first)",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			wave, err := waveArg(argv, waveFlag)
+			if err != nil {
+				return err
+			}
 			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			wave := ""
-			if len(argv) == 1 {
-				wave = argv[0]
-			}
 			waves, now, err := c.Status(wave)
 			if err != nil {
 				return err
@@ -56,4 +57,6 @@ func (a *app) statusCmd() *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().StringVar(&waveFlag, "wave", "", "only this `WAVE` (the same as giving it as the argument)")
+	return cmd
 }

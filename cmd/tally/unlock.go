@@ -8,7 +8,8 @@ func (a *app) unlockCmd() *cobra.Command {
 		Use:   "unlock PATHSPEC... --epoch N[,N...]",
 		Short: "release your path locks (one epoch for all, or one per pathspec)",
 		Long: `unlock releases your locks on the pathspecs, each at its epoch; the epoch is
-kept. An expired lock may still be unlocked. Refusals: EPOCH-MISMATCH (the
+kept. Pathspecs are relative to the current directory, or to the root with
+':/', as for lock. An expired lock may still be unlocked. Refusals: EPOCH-MISMATCH (the
 lock moved on: preempted, broken or taken after expiry), ACTOR-MISMATCH,
 LEASE-MISSING.`,
 		Args: args(cobra.MinimumNArgs(1)),
@@ -21,7 +22,11 @@ LEASE-MISSING.`,
 				return err
 			}
 			defer c.Close()
-			return a.emitAppended(c.Unlock(argv, epochs))
+			specs, err := a.lockSpecs(argv)
+			if err != nil {
+				return err
+			}
+			return a.emitAppended(c.Unlock(specs, epochs))
 		},
 	}
 	cmd.Flags().Int64SliceVar(&epochs, "epoch", nil, "the epoch of your lock(s)")

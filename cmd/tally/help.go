@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// commandGroups are the sections of `tally --help`, in the order shown, each
+// with the top-level commands it lists. Every visible top-level command is
+// in exactly one (TestHelpGroupsAndExamples).
+var commandGroups = []struct {
+	id, title string
+	commands  []string
+}{
+	{"leases", "Leases on cells:", []string{"plan", "claim", "renew", "release", "fail", "requeue", "done", "run", "next", "status", "show", "note"}},
+	{"paths", "Path locks:", []string{"lock", "unlock", "locks", "deadlocks"}},
+	{"receipts", "Receipts, checkpoints and proofs:", []string{"receipt", "checkpoint", "prove", "verify-proof", "anchor"}},
+	{"audit", "Audit:", []string{"verify", "log", "report", "audit"}},
+	{"remote", "Remote and hooks:", []string{"remote", "sync", "hooks"}},
+	{"setup", "Setup:", []string{"init", "policy", "keys", "gc", "mcp", "demo", "version"}},
+}
+
+// examples are the Example text of each command, by its path below tally,
+// for the commands that do not set their own. Each line is a command an
+// agent can run as it is (after adjusting ids and epochs).
+var examples = map[string]string{
+	"init":                  "tally init",
+	"note":                  `tally note "pausing the api work until the schema lands"`,
+	"log":                   "tally log -n 20\ntally --json log",
+	"verify":                "tally verify\ntally verify --full --trailers HEAD",
+	"plan":                  "tally plan wave1.yaml\ncat wave1.json | tally plan -",
+	"claim":                 "tally claim w1/api --ttl 20m\ntally --json claim --next --wave w1 --wait 10m",
+	"renew":                 "tally renew w1/api --epoch 3\ntally renew w1/api --epoch 3 --ttl 1h",
+	"release":               "tally release w1/api --epoch 3",
+	"fail":                  `tally fail w1/api --epoch 3 --reason "tests need a database"`,
+	"requeue":               "tally requeue w1/api",
+	"done":                  "tally done w1/api --epoch 3\ntally done w1/api --epoch 3 --commit HEAD --evidence result.json",
+	"status":                "tally status\ntally status w1\ntally status --wave w1",
+	"show":                  "tally show w1/api",
+	"next":                  "tally next\ntally next --wave w1\ntally next w1",
+	"demo":                  "tally demo --agents 4",
+	"gc":                    "tally gc",
+	"receipt":               "tally receipt show HEAD",
+	"receipt show":          "tally receipt show HEAD",
+	"receipt verify":        "tally receipt verify HEAD~2",
+	"receipt export":        "tally receipt export HEAD --format in-toto > statement.json",
+	"lock":                  "tally lock 'docs/**' --ttl 15m --reason 'release notes'\ncd src && tally lock 'api/**' ':/go.mod'",
+	"unlock":                "tally unlock 'docs/**' --epoch 4",
+	"locks":                 "tally locks",
+	"deadlocks":             "tally deadlocks\ntally deadlocks --break",
+	"checkpoint":            "tally checkpoint --save --sign ~/.ssh/tally_ed25519",
+	"prove":                 "tally prove inclusion 42",
+	"prove inclusion":       "tally prove inclusion 42 --size 100 > proof.txt",
+	"prove consistency":     "tally prove consistency 100 > proof.txt",
+	"verify-proof":          "tally verify-proof proof.txt --checkpoint checkpoint.txt",
+	"anchor":                "tally anchor --ref refs/heads/main",
+	"policy":                "tally policy show",
+	"policy show":           "tally policy show",
+	"policy set":            "tally policy set --receipts enforce --protected refs/heads/main --admins lead",
+	"policy set-roles":      "tally policy set-roles lead=10 dev=5",
+	"policy set-actors":     "tally policy set-actors agent-1=dev alice=lead",
+	"policy set-pushers":    "tally policy set-pushers alice=alice,agent-* bob=bob",
+	"keys":                  "tally keys show agent-1",
+	"keys generate":         "tally keys generate --out ~/.ssh/tally_ed25519",
+	"keys add":              "tally keys add agent-1 @$HOME/.ssh/tally_ed25519.pub",
+	"keys revoke":           "tally keys revoke agent-1 @old.pub",
+	"keys rotate":           "tally keys rotate agent-1 @old.pub @new.pub",
+	"keys show":             "tally keys show agent-1",
+	"remote":                "tally remote show",
+	"remote set":            "tally remote set origin",
+	"remote unset":          "tally remote unset",
+	"remote show":           "tally remote show",
+	"sync":                  "tally sync\ntally sync origin",
+	"hooks":                 "tally hooks install",
+	"hooks install":         "tally hooks install\ngit -C /srv/repo.git config core.hooksPath hooks && tally -C /srv/repo.git hooks install --server",
+	"hooks uninstall":       "tally hooks uninstall",
+	"report":                "tally report --out report.html --wave w1",
+	"audit":                 "tally audit v1.0..v1.1 --ref refs/heads/main",
+	"mcp":                   "tally mcp --auto-renew",
+	"help":                  "tally help claim",
+	"completion":            "tally completion bash > /etc/bash_completion.d/tally",
+	"completion bash":       "tally completion bash > /etc/bash_completion.d/tally",
+	"completion zsh":        "tally completion zsh > \"${fpath[1]}/_tally\"",
+	"completion fish":       "tally completion fish > ~/.config/fish/completions/tally.fish",
+	"completion powershell": "tally completion powershell > tally.ps1",
+}
+
+// organizeHelp puts the top-level commands of root into commandGroups and
+// gives every command its example. It panics on a command named in
+// commandGroups or examples that does not exist, so neither goes stale.
+func organizeHelp(root *cobra.Command) {
+	for _, g := range commandGroups {
+		root.AddGroup(&cobra.Group{ID: g.id, Title: g.title})
+		for _, name := range g.commands {
+			c, _, err := root.Find([]string{name})
+			if err != nil || c == root {
+				panic(fmt.Sprintf("help group %s names unknown command %q", g.id, name))
+			}
+			c.GroupID = g.id
+		}
+	}
+	// cobra adds completion and help only when it runs; add them now so
+	// they are grouped and have examples too.
+	root.SetHelpCommandGroupID("setup")
+	root.SetCompletionCommandGroupID("setup")
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	used := map[string]bool{}
+	var walk func(c *cobra.Command, path string)
+	walk = func(c *cobra.Command, path string) {
+		for _, sub := range c.Commands() {
+			p := sub.Name()
+			if path != "" {
+				p = path + " " + p
+			}
+			if ex, ok := examples[p]; ok {
+				used[p] = true
+				if sub.Example == "" {
+					sub.Example = indent(ex)
+				}
+			}
+			walk(sub, p)
+		}
+	}
+	walk(root, "")
+	for p := range examples {
+		if !used[p] {
+			panic(fmt.Sprintf("example for unknown command %q", p))
+		}
+	}
+}
+
+// indent formats example lines as cobra's help shows them (two spaces).
+func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
