@@ -65,6 +65,7 @@ var classes = map[string]Class{
 	"REMOTE-REJECTED":     Refused,
 	"REMOTE-DENIED":       Refused,
 	"KEY-UNKNOWN":         Refused,
+	"KEY-REQUIRED":        Refused,
 	"POLICY":              Refused,
 	"PATH-HELD":           Refused,
 	"IO-ERROR":            Refused,

@@ -33,17 +33,20 @@ func sigRuleAt(st chain.KV, actor string) (*sigRule, error) {
 
 // checkSigner tells, before anything is built, whether commits signed by
 // signer (nil: unsigned) would pass check: the writer refuses up front what
-// verify would refuse later.
+// verify would refuse later. Nothing is corrupt then, so the codes are
+// refusals (exit 2), not the integrity codes verify gives the same commit:
+// KEY-REQUIRED for no key where one is required, KEY-UNKNOWN for a key that
+// is not the actor's.
 func (r *sigRule) checkSigner(signer *identity.Signer) error {
 	if signer == nil {
 		if r.required {
-			return errs.New("UNSIGNED", "signatures are required: sign with --sign-key (or TALLY_SIGNING_KEY)")
+			return errs.New("KEY-REQUIRED", "signatures are required: sign with --sign-key (or TALLY_SIGNING_KEY)")
 		}
 		return nil
 	}
 	if len(r.keys) == 0 {
 		if r.required {
-			return errs.New("BAD-SIGNATURE", "%s has no registered key to check the signature against", r.actor)
+			return errs.New("KEY-UNKNOWN", "%s has no registered key to check the signature against (tally keys add)", r.actor)
 		}
 		return nil
 	}
@@ -52,7 +55,7 @@ func (r *sigRule) checkSigner(signer *identity.Signer) error {
 			return nil
 		}
 	}
-	return errs.New("BAD-SIGNATURE", "the signing key is not a registered key of %s", r.actor)
+	return errs.New("KEY-UNKNOWN", "the signing key is not a registered key of %s (tally keys show %s)", r.actor, r.actor)
 }
 
 // check applies the rule to a ledger commit. A signature is checked whenever

@@ -94,12 +94,13 @@ func TestGitVerifyCommitAcceptsLedgerCommit(t *testing.T) {
 }
 
 // An entry claiming actor alice but signed with bob's key is refused by the
-// writer, and, forged into the ledger, fails verify with BAD-SIGNATURE.
+// writer (KEY-UNKNOWN, exit 2: nothing is corrupt yet), and, forged into the
+// ledger, fails verify with BAD-SIGNATURE.
 func TestWrongKeyRefusedByWriterAndVerify(t *testing.T) {
 	dir, l, alice, bob, _ := sigSetup(t)
 	l.Signer = bob
-	if _, err := l.Append("alice", note("as alice, with bob's key")); !errs.Is(err, "BAD-SIGNATURE") {
-		t.Fatalf("writer: got %v, want BAD-SIGNATURE", err)
+	if _, err := l.Append("alice", note("as alice, with bob's key")); !errs.Is(err, "KEY-UNKNOWN") || errs.From(err).Class() != errs.Refused {
+		t.Fatalf("writer: got %v, want KEY-UNKNOWN (refused)", err)
 	}
 	l.Signer = alice
 	p, err := l.Prepare("alice", note("to be re-signed"))
@@ -114,8 +115,9 @@ func TestWrongKeyRefusedByWriterAndVerify(t *testing.T) {
 	}
 }
 
-// With require_signatures, an unsigned entry is refused by the writer and,
-// forged into the ledger, fails verify with UNSIGNED.
+// With require_signatures, an unsigned entry is refused by the writer
+// (KEY-REQUIRED, exit 2) and, forged into the ledger, fails verify with
+// UNSIGNED (exit 3).
 func TestRequireSignatures(t *testing.T) {
 	dir, l, _, _, _ := sigSetup(t)
 	yes, admins := true, []string{"alice"}
@@ -124,8 +126,8 @@ func TestRequireSignatures(t *testing.T) {
 	}
 	signer := l.Signer
 	l.Signer = nil
-	if _, err := l.Append("alice", note("unsigned")); !errs.Is(err, "UNSIGNED") {
-		t.Fatalf("writer: got %v, want UNSIGNED", err)
+	if _, err := l.Append("alice", note("unsigned")); !errs.Is(err, "KEY-REQUIRED") || errs.From(err).Class() != errs.Refused {
+		t.Fatalf("writer: got %v, want KEY-REQUIRED (refused)", err)
 	}
 	l.Signer = signer
 	p, err := l.Prepare("alice", note("signature to be stripped"))
