@@ -93,8 +93,8 @@ func processTable() (bootID string, pidNS uint64, ok bool) {
 // it started at another time than the holder (the pid was reused).
 func holderGone(l *lease.Lease, self lease.HolderID) bool {
 	h := l.Holder()
-	if !self.SameProcessTable(h) {
-		return false
+	if h.PID == 0 || !self.SameProcessTable(h) {
+		return false // no holder process recorded, or not one this process can see
 	}
 	if !ProcessAlive(h.PID) {
 		return true

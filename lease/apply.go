@@ -308,11 +308,11 @@ func (h HolderID) SameProcessTable(o HolderID) bool {
 // checkHolder checks the form of a recorded identity: a boot id is a
 // lowercase UUID and comes with a namespace, and a start time needs both.
 func checkHolder(h HolderID) error {
-	if h.PID <= 0 || h.Host == "" {
-		return errs.New("USAGE", "claim must record the holder's pid and host")
+	if h.PID < 0 || h.Host == "" {
+		return errs.New("USAGE", "claim must record the holder's host, and a pid ≥ 0 (0: no holder process)")
 	}
-	if (h.BootID == "") != (h.PIDNS == 0) || (h.PIDStart != 0 && h.BootID == "") {
-		return errs.New("USAGE", "claim must record boot_id and pid_ns together, and pid_start only with them")
+	if (h.BootID == "") != (h.PIDNS == 0) || (h.PIDStart != 0 && (h.BootID == "" || h.PID == 0)) {
+		return errs.New("USAGE", "claim must record boot_id and pid_ns together, and pid_start only with them and a pid")
 	}
 	if h.BootID != "" && !isUUID(h.BootID) {
 		return errs.New("USAGE", "boot_id %q is not a lowercase UUID", h.BootID)
@@ -489,6 +489,9 @@ func deadHolder(b ClaimBody, l *Lease) bool {
 		return false
 	}
 	taker, holder := b.Holder(), l.Holder()
+	if holder.PID == 0 {
+		return false // no holder process was recorded: nothing can be seen gone
+	}
 	if holder.BootID == "" && taker.BootID == "" {
 		return taker.Host == holder.Host
 	}

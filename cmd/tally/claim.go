@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -62,7 +63,13 @@ too much to check against them).`,
 				}
 			}
 			if !cmd.Flags().Changed("pid") {
-				o.PID = os.Getppid() // the agent that ran tally
+				// tally's parent is often a shell or make that exits at once,
+				// which would let anyone reclaim the live lease: the holder
+				// process is only what the agent's harness names.
+				var err error
+				if o.PID, err = pidFromEnv(); err != nil {
+					return err
+				}
 			}
 			c, err := a.client(true)
 			if err != nil {
@@ -79,11 +86,26 @@ too much to check against them).`,
 		},
 	}
 	ttlVar(cmd, &o.TTL, lease.TTLDefault, "lease time to live: a duration (20m, 1h) or seconds, 30s..24h")
-	cmd.Flags().IntVar(&o.PID, "pid", 0, "holder process id recorded for dead-holder takeover (default: tally's parent)")
+	cmd.Flags().IntVar(&o.PID, "pid", 0, "holder process id recorded for dead-holder takeover (default: $TALLY_PID, else none: the lease then ends only by expiry or steal)")
 	cmd.Flags().BoolVar(&o.Next, "next", false, "claim the first ready cell")
 	cmd.Flags().StringVar(&o.NextWave, "wave", "", "with --next, only consider `WAVE`")
 	cmd.Flags().BoolVar(&o.Steal, "steal", false, "take a lease held past its max-hold time")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "on NO-READY-CELL or LEASE-HELD, keep trying for up to `DURATION` (e.g. 10m)")
 	cmd.Flags().BoolVar(&o.ReclaimDead, "reclaim-dead", false, "take a lease whose holder process, in this boot and PID namespace, is gone (not through a remote)")
 	return cmd
+}
+
+// pidFromEnv is the holder process named by $TALLY_PID (an agent harness
+// sets it to the agent's pid), or 0 for none: such a lease cannot be
+// reclaimed as dead, only by expiry or steal.
+func pidFromEnv() (int, error) {
+	v := os.Getenv("TALLY_PID")
+	if v == "" {
+		return 0, nil
+	}
+	pid, err := strconv.Atoi(v)
+	if err != nil || pid <= 0 {
+		return 0, usageErr("TALLY_PID=%q is not a process id", v)
+	}
+	return pid, nil
 }

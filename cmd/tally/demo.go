@@ -285,7 +285,9 @@ type demoAgent struct {
 // tally runs a tally command as a child of this agent and decodes its JSON.
 func (g *demoAgent) tally(argv ...string) (map[string]any, error) {
 	cmd := exec.Command(g.self, append([]string{"-C", g.dir, "--actor", g.actor, "--json"}, argv...)...)
-	cmd.Env = demoEnv()
+	// This agent process is the holder of what it claims: a crash of it is
+	// what another agent may reclaim.
+	cmd.Env = append(demoEnv(), fmt.Sprintf("TALLY_PID=%d", os.Getpid()))
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	runErr := cmd.Run()

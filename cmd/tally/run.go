@@ -57,6 +57,7 @@ exactly one JSON object and nothing is lost.`,
 			}
 			out, errOut := receipt.NewStreamDigest(), receipt.NewStreamDigest()
 			child := exec.Command(argv[1], argv[2:]...)
+			child.Dir = a.dir // -C PATH: run as if started in PATH, the command too
 			child.Stdin = os.Stdin
 			stdout, stderr := a.stdout, a.stderr
 			if a.jsonOut {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -46,5 +48,38 @@ func TestRunOutcome(t *testing.T) {
 	last := entries[len(entries)-1]
 	if ev, _ := last.Body["evidence"].([]any); last.Kind != "done" || len(ev) != 3 || ev[1].(map[string]any)["exit_code"] != 3.0 || ev[2].(map[string]any)["exit_code"] != 4.0 {
 		t.Fatalf("the failed run's evidence is not in the receipt: %s %v", last.Kind, last.Body)
+	}
+}
+
+// TestClaimFromScript: a claim made from a script (sh -c, make, a CI step)
+// records no holder process unless the harness names one, because tally's
+// parent is the shell, gone at once: a reclaim-dead of that live lease is an
+// ordinary claim (LEASE-HELD). With $TALLY_PID naming a process that has
+// ended, the lease is reclaimed as a dead holder's.
+func TestClaimFromScript(t *testing.T) {
+	r := newRepo(t)
+	r.ok("A", "init")
+	r.ok("A", "plan", r.file("plan.json", `{"wave":"w","cells":[{"id":"a"},{"id":"b"}]}`))
+	script := exec.Command("sh", "-c", `"$0" -C "$1" --json claim w/a`, testrepo.Tally(t), r.dir)
+	script.Env = testrepo.Env("TALLY_ACTOR=A")
+	if out, err := script.CombinedOutput(); err != nil || !strings.Contains(string(out), `"pid":0`) {
+		t.Fatalf("claim from sh -c: %v %s", err, out)
+	}
+	r.refuse(1, "LEASE-HELD", "B", "claim", "w/a", "--reclaim-dead")
+
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	harness := testrepo.Run(t, r.dir, "A", append(r.env(), fmt.Sprintf("TALLY_PID=%d", gone.Process.Pid)), "--json", "claim", "w/b")
+	if harness.Code != 0 || obj(t, harness.JSON, "lease")["pid"] != float64(gone.Process.Pid) {
+		t.Fatalf("claim with TALLY_PID: exit %d %s", harness.Code, harness.Stdout)
+	}
+	if res := r.ok("B", "claim", "w/b", "--reclaim-dead"); res["takeover"] != "dead-holder" {
+		t.Fatalf("reclaim of a TALLY_PID holder that is gone: %v", res)
+	}
+	bad := testrepo.Run(t, r.dir, "A", append(r.env(), "TALLY_PID=nope"), "--json", "claim", "w/a")
+	if bad.Code != 2 || bad.ErrorCode() != "USAGE" {
+		t.Fatalf("TALLY_PID=nope: exit %d %s", bad.Code, bad.Stdout)
 	}
 }
