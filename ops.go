@@ -30,7 +30,16 @@ type InitResult struct {
 
 // Init writes the genesis entry. An empty origin gets a default naming the
 // repository plus a random suffix, so independently created ledgers differ.
-func (c *Client) Init(origin string) (*InitResult, error) {
+// Unless newLedger, it first refuses while a remote of the clone holds a
+// ledger (ledger.RefuseInitBesideRemote): a second genesis forks for good.
+func (c *Client) Init(origin string, newLedger bool) (*InitResult, error) {
+	if tip, err := c.L.Tip(); err != nil {
+		return nil, err
+	} else if !newLedger && (tip.IsZero() || c.Remote() != "") { // a local ledger: ALREADY-INITIALIZED, no need to ask
+		if err := c.L.RefuseInitBesideRemote(); err != nil {
+			return nil, err
+		}
+	}
 	if origin == "" {
 		var b [4]byte
 		rand.Read(b[:])
