@@ -299,6 +299,9 @@ type DoneResult struct {
 	Appended
 	Receipt *lease.ReceiptRef `json:"receipt"`
 	Note    string            `json:"note"` // the notes ref, or why the note was not written
+	// NotesPush is, in remote mode, what pushing the notes to the remote
+	// did (receipt.PushNotes); pending notes go with the next done or sync.
+	NotesPush *receipt.NotesPush `json:"notes_push,omitempty"`
 }
 
 // Done finishes the actor's cell with a receipt, then points a git note on the
@@ -326,8 +329,58 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	ts, _ := chain.ParseTime(ap.Entry.TS)
 	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: ts.Unix(), TZ: "+0000"}
 	line := receipt.NoteLine(ap.Meta.Origin, ap.Entry.Seq, ap.Hash.String(), ref.Wave+"/"+ref.Cell, ref.Epoch)
-	if err := receipt.AddNote(c.L.Repo, filepath.Join(c.L.LocalDir, "notes.lock"), commit, line, who); err != nil {
+	if err := receipt.AddNote(c.L.Repo, c.L.NotesLock(), commit, line, who); err != nil {
 		res.Note = "not written: " + err.Error()
+		return res, nil
+	}
+	if c.Remote() != "" {
+		// The entry has landed, so the server's hook finds the receipt the
+		// note names. A note that does not reach the remote now stays
+		// pending in the local notes: done succeeded all the same.
+		if res.NotesPush, err = c.pushNotes(ap.Commit, who); err != nil {
+			res.NotesPush = &receipt.NotesPush{Remote: c.Remote(), Error: err.Error()}
+		}
+	}
+	return res, nil
+}
+
+// pushNotes pushes the local receipt notes the remote lacks, judged against
+// the remote's ledger at tip (receipt.PushNotes).
+func (c *Client) pushNotes(tip gitstore.ObjectID, who gitstore.Ident) (*receipt.NotesPush, error) {
+	s, err := c.L.SnapshotAt(tip)
+	if err != nil {
+		return nil, err
+	}
+	return receipt.PushNotes(c.L, s, c.Remote(), who)
+}
+
+// SyncResult is the outcome of Sync.
+type SyncResult struct {
+	*ledger.SyncReport
+	NotesPush *receipt.NotesPush `json:"notes_push,omitempty"`
+}
+
+// Sync reconciles the local ledger with remote's (ledger.Sync), then pushes
+// the receipt notes the remote lacks (those a done could not push), judged
+// against the synced ledger. A notes push that does not land is reported,
+// not an error: the ledger is the record.
+func (c *Client) Sync(remote string) (*SyncResult, error) {
+	rep, err := c.L.Sync(remote)
+	if err != nil {
+		return nil, err
+	}
+	res := &SyncResult{SyncReport: rep}
+	tip, err := gitstore.ParseObjectID(rep.Tip)
+	if err != nil {
+		return nil, errs.Wrap("INTERNAL", err, "sync tip")
+	}
+	s, err := c.L.SnapshotAt(tip)
+	if err != nil {
+		return nil, err
+	}
+	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: time.Now().Unix(), TZ: "+0000"}
+	if res.NotesPush, err = receipt.PushNotes(c.L, s, remote, who); err != nil {
+		res.NotesPush = &receipt.NotesPush{Remote: remote, Error: err.Error()}
 	}
 	return res, nil
 }
