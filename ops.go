@@ -337,21 +337,24 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 		// The entry has landed, so the server's hook finds the receipt the
 		// note names. A note that does not reach the remote now stays
 		// pending in the local notes: done succeeded all the same.
-		if res.NotesPush, err = c.pushNotes(ap.Commit, who); err != nil {
-			res.NotesPush = &receipt.NotesPush{Remote: c.Remote(), Error: err.Error()}
-		}
+		res.NotesPush = c.pushNotes(c.Remote(), ap.Commit, who)
 	}
 	return res, nil
 }
 
-// pushNotes pushes the local receipt notes the remote lacks, judged against
-// the remote's ledger at tip (receipt.PushNotes).
-func (c *Client) pushNotes(tip gitstore.ObjectID, who gitstore.Ident) (*receipt.NotesPush, error) {
+// pushNotes pushes the local receipt notes remote lacks, judged against the
+// remote's ledger at tip (receipt.PushNotes). A local failure is reported in
+// the result too: the notes are a convenience beside the ledger.
+func (c *Client) pushNotes(remote string, tip gitstore.ObjectID, who gitstore.Ident) *receipt.NotesPush {
 	s, err := c.L.SnapshotAt(tip)
-	if err != nil {
-		return nil, err
+	var np *receipt.NotesPush
+	if err == nil {
+		np, err = receipt.PushNotes(c.L, s, remote, who)
 	}
-	return receipt.PushNotes(c.L, s, c.Remote(), who)
+	if err != nil {
+		return &receipt.NotesPush{Remote: remote, Pushed: []string{}, Pending: []string{}, Error: err.Error()}
+	}
+	return np
 }
 
 // SyncResult is the outcome of Sync.
@@ -369,18 +372,13 @@ func (c *Client) Sync(remote string) (*SyncResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &SyncResult{SyncReport: rep}
 	tip, err := gitstore.ParseObjectID(rep.Tip)
 	if err != nil {
 		return nil, errs.Wrap("INTERNAL", err, "sync tip")
 	}
-	s, err := c.L.SnapshotAt(tip)
-	if err != nil {
-		return nil, err
+	who := c.Actor // sync needs no actor; the notes commit needs a name
+	if who == "" {
+		who = "tally"
 	}
-	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: time.Now().Unix(), TZ: "+0000"}
-	if res.NotesPush, err = receipt.PushNotes(c.L, s, remote, who); err != nil {
-		res.NotesPush = &receipt.NotesPush{Remote: remote, Error: err.Error()}
-	}
-	return res, nil
+	return &SyncResult{rep, c.pushNotes(remote, tip, gitstore.Ident{Name: who, Email: who, When: time.Now().Unix(), TZ: "+0000"})}, nil
 }
