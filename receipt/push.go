@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/tally-dev/tally/gitstore"
@@ -76,8 +75,8 @@ func PushNotes(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gitstore
 	if why != nil {
 		res.Error = why.Error()
 	}
-	sort.Strings(res.Pushed)
-	sort.Strings(res.Pending)
+	slices.Sort(res.Pushed)
+	slices.Sort(res.Pending)
 	return res, nil
 }
 
