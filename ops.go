@@ -30,7 +30,16 @@ type InitResult struct {
 
 // Init writes the genesis entry. An empty origin gets a default naming the
 // repository plus a random suffix, so independently created ledgers differ.
-func (c *Client) Init(origin string) (*InitResult, error) {
+// Unless newLedger, it first refuses while a remote of the clone holds a
+// ledger (ledger.RefuseInitBesideRemote): a second genesis forks for good.
+func (c *Client) Init(origin string, newLedger bool) (*InitResult, error) {
+	if tip, err := c.L.Tip(); err != nil {
+		return nil, err
+	} else if !newLedger && (tip.IsZero() || c.Remote() != "") { // a local ledger: ALREADY-INITIALIZED, no need to ask
+		if err := c.L.RefuseInitBesideRemote(); err != nil {
+			return nil, err
+		}
+	}
 	if origin == "" {
 		var b [4]byte
 		rand.Read(b[:])
@@ -290,6 +299,9 @@ type DoneResult struct {
 	Appended
 	Receipt *lease.ReceiptRef `json:"receipt"`
 	Note    string            `json:"note"` // the notes ref, or why the note was not written
+	// NotesPush is, in remote mode, what pushing the notes to the remote
+	// did (receipt.PushNotes); pending notes go with the next done or sync.
+	NotesPush *receipt.NotesPush `json:"notes_push,omitempty"`
 }
 
 // Done finishes the actor's cell with a receipt, then points a git note on the
@@ -317,8 +329,56 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	ts, _ := chain.ParseTime(ap.Entry.TS)
 	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: ts.Unix(), TZ: "+0000"}
 	line := receipt.NoteLine(ap.Meta.Origin, ap.Entry.Seq, ap.Hash.String(), ref.Wave+"/"+ref.Cell, ref.Epoch)
-	if err := receipt.AddNote(c.L.Repo, filepath.Join(c.L.LocalDir, "notes.lock"), commit, line, who); err != nil {
+	if err := receipt.AddNote(c.L.Repo, c.L.NotesLock(), commit, line, who); err != nil {
 		res.Note = "not written: " + err.Error()
+		return res, nil
+	}
+	if c.Remote() != "" {
+		// The entry has landed, so the server's hook finds the receipt the
+		// note names. A note that does not reach the remote now stays
+		// pending in the local notes: done succeeded all the same.
+		res.NotesPush = c.pushNotes(c.Remote(), ap.Commit, who)
 	}
 	return res, nil
+}
+
+// pushNotes pushes the local receipt notes remote lacks, judged against the
+// remote's ledger at tip (receipt.PushNotes). A local failure is reported in
+// the result too: the notes are a convenience beside the ledger.
+func (c *Client) pushNotes(remote string, tip gitstore.ObjectID, who gitstore.Ident) *receipt.NotesPush {
+	s, err := c.L.SnapshotAt(tip)
+	var np *receipt.NotesPush
+	if err == nil {
+		np, err = receipt.PushNotes(c.L, s, remote, who)
+	}
+	if err != nil {
+		return &receipt.NotesPush{Remote: remote, Pushed: []string{}, Pending: []string{}, Error: err.Error()}
+	}
+	return np
+}
+
+// SyncResult is the outcome of Sync.
+type SyncResult struct {
+	*ledger.SyncReport
+	NotesPush *receipt.NotesPush `json:"notes_push,omitempty"`
+}
+
+// Sync reconciles the local ledger with remote's (ledger.Sync), then pushes
+// the receipt notes the remote lacks (those a done could not push), judged
+// against the synced ledger. A notes push that does not land is reported,
+// not an error: the ledger is the record.
+func (c *Client) Sync(remote string) (*SyncResult, error) {
+	rep, err := c.L.Sync(remote)
+	if err != nil {
+		return nil, err
+	}
+	tip, err := gitstore.ParseObjectID(rep.Tip)
+	if err != nil {
+		return nil, errs.Wrap("INTERNAL", err, "sync tip")
+	}
+	who := c.Actor // sync needs no actor; the notes commit needs a name
+	if who == "" {
+		who = "tally"
+	}
+	return &SyncResult{rep, c.pushNotes(remote, tip, gitstore.Ident{Name: who, Email: who, When: time.Now().Unix(), TZ: "+0000"})}, nil
 }

@@ -48,6 +48,7 @@ var classes = map[string]Class{
 	"NOT-SUPPORTED":       Refused,
 	"NOT-INITIALIZED":     Refused,
 	"ALREADY-INITIALIZED": Refused,
+	"LEDGER-ON-REMOTE":    Refused,
 	"WAVE-EXISTS":         Refused,
 	"WAVE-MISSING":        Refused,
 	"CELL-MISSING":        Refused,

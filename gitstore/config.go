@@ -83,3 +83,22 @@ func (c *Config) Value(name string) (string, bool) {
 
 // ConfigValue reads the configuration now and returns one variable.
 func (r *Repo) ConfigValue(name string) (string, bool) { return r.Config().Value(name) }
+
+// RemoteNames returns the configured remotes (those with a remote.NAME.url),
+// in the order git's configuration files first name them.
+func (r *Repo) RemoteNames() []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, cfg := range r.Config().files {
+		if !cfg.HasSection("remote") {
+			continue
+		}
+		for _, sub := range cfg.Section("remote").Subsections {
+			if !seen[sub.Name] && sub.Options.Has("url") {
+				seen[sub.Name] = true
+				names = append(names, sub.Name)
+			}
+		}
+	}
+	return names
+}

@@ -113,11 +113,20 @@ func (r *Repo) ListRemoteRef(remote, ref string) (ObjectID, error) {
 	return ObjectID{}, nil
 }
 
+// RefPair names a remote ref and the local ref a fetch of it lands in.
+type RefPair struct{ Ref, Tracking string }
+
 // FetchRef fetches ref from the remote into the local ref tracking (which
 // only tally writes) and returns its value (zero if the remote has none).
 // The received pack is fsynced before FetchRef returns, so entries built on
 // the fetched tip never reference objects that a crash could lose.
-func (r *Repo) FetchRef(remote, ref, tracking string) (ObjectID, error) {
+//
+// The same fetch (one round trip) also brings each optional ref the remote
+// has into its tracking ref. go-git fails a whole fetch for an exact ref the
+// remote lacks, so an optional ref is asked for as the pattern "Ref*" (into
+// "Tracking*"), which may match nothing: remote refs that merely start with
+// Ref land beside its tracking ref, and are never read.
+func (r *Repo) FetchRef(remote, ref, tracking string, optional ...RefPair) (ObjectID, error) {
 	rm, err := r.goRemote(remote)
 	if err != nil {
 		return ObjectID{}, err
@@ -125,7 +134,11 @@ func (r *Repo) FetchRef(remote, ref, tracking string) (ObjectID, error) {
 	before := r.packNames()
 	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
 	defer cancel()
-	err = rm.FetchContext(ctx, &git.FetchOptions{RefSpecs: []config.RefSpec{config.RefSpec("+" + ref + ":" + tracking)}, Tags: git.NoTags})
+	specs := []config.RefSpec{config.RefSpec("+" + ref + ":" + tracking)}
+	for _, o := range optional {
+		specs = append(specs, config.RefSpec("+"+o.Ref+"*:"+o.Tracking+"*"))
+	}
+	err = rm.FetchContext(ctx, &git.FetchOptions{RefSpecs: specs, Tags: git.NoTags})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 	case errors.Is(err, transport.ErrEmptyRemoteRepository), isNoMatchingRef(err):

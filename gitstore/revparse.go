@@ -70,3 +70,30 @@ func (r *Repo) revParse(rev string) (ObjectID, error) {
 	}
 	return ParseObjectID(strings.TrimSpace(string(out)))
 }
+
+// KnownOn returns which of commits this clone knows remote to hold: those
+// reachable from its remote-tracking refs refs/remotes/<remote>/*, apart
+// from refs matching an exclude pattern (one git name-rev, which walks only
+// history newer than the oldest of commits).
+func (r *Repo) KnownOn(remote string, commits []string, exclude ...string) (map[string]bool, error) {
+	known := map[string]bool{}
+	if len(commits) == 0 {
+		return known, nil
+	}
+	args := []string{"--git-dir", r.GitDir, "name-rev", "--name-only", "--refs=refs/remotes/" + remote + "/*"}
+	for _, x := range exclude {
+		args = append(args, "--exclude="+x)
+	}
+	out, err := exec.Command("git", append(append(args, "--"), commits...)...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("git name-rev: %v", err)
+	}
+	names := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(names) != len(commits) {
+		return nil, fmt.Errorf("git name-rev: %d names for %d commits", len(names), len(commits))
+	}
+	for i, n := range names {
+		known[commits[i]] = n != "undefined"
+	}
+	return known, nil
+}

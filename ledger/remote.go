@@ -43,25 +43,56 @@ func (l *Ledger) writeRemoteRecord(remote string, tip gitstore.ObjectID) error {
 }
 
 // trackingRef is where fetches of a remote's ledger land: a remote-tracking
-// ref outside the namespace, so pushing refs/tally/* never sends it back. A
-// remote given as a URL is named by a hash of it (a URL is no ref name).
-func (l *Ledger) trackingRef(remote string) string {
+// ref outside the namespace, so pushing refs/tally/* never sends it back.
+func (l *Ledger) trackingRef(remote string) string { return TrackingRef(remote, l.Ref) }
+
+// TrackingRef is where tally's fetches of ref from remote land:
+// refs/remotes/<remote>/<ref without refs/>. A remote given as a URL is named
+// by a hash of it (a URL is no ref name).
+func TrackingRef(remote, ref string) string {
 	name := remote
 	if !refname.Valid("refs/remotes/" + name + "/x") {
 		sum := sha256.Sum256([]byte(remote))
 		name = "tally-url-" + hex.EncodeToString(sum[:8])
 	}
-	return "refs/remotes/" + name + "/" + strings.TrimPrefix(l.Ref, "refs/")
+	return "refs/remotes/" + name + "/" + strings.TrimPrefix(ref, "refs/")
 }
 
-// FetchRemote fetches the remote's ledger and verifies the entries that are new
-// since this clone last verified it. It returns the verified remote tip (zero if
-// the remote has no ledger). A remote whose ledger no longer extends what was
-// verified before fails with FORK-DETECTED or ROLLBACK-DETECTED.
-func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
-	tip, err := l.Repo.FetchRef(remote, l.Ref, l.trackingRef(remote))
+// NotesRef holds tally's git notes: for each receipted commit, one line per
+// receipt pointing at the ledger entry (see package receipt).
+const NotesRef = "refs/notes/tally"
+
+// NotesLock is the writer lock of NotesRef in this clone.
+func (l *Ledger) NotesLock() string { return filepath.Join(l.LocalDir, "notes.lock") }
+
+// fetchRemote fetches the remote's ledger into its tracking ref and, in the
+// same fetch, the remote's receipt notes into theirs (TrackingRef). When the
+// remote's notes moved, the local notes take them in (gitstore.MergeNotes):
+// fetches bring notes. The notes are a convenience beside the ledger, so a
+// merge that fails does not fail the fetch; done and sync merge again
+// (receipt.PushNotes) before they push notes.
+func (l *Ledger) fetchRemote(remote string) (gitstore.ObjectID, error) {
+	notes := TrackingRef(remote, NotesRef)
+	before, _ := l.Repo.ReadRef(notes)
+	tip, err := l.Repo.FetchRef(remote, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: NotesRef, Tracking: notes})
 	if err != nil {
 		return tip, remoteError(err)
+	}
+	if after, _ := l.Repo.ReadRef(notes); after != before && !after.IsZero() {
+		l.Repo.MergeNotes(l.NotesLock(), NotesRef, after, gitstore.Ident{Name: "tally", Email: "tally", When: time.Now().Unix(), TZ: "+0000"})
+	}
+	return tip, nil
+}
+
+// FetchRemote fetches the remote's ledger (and notes, fetchRemote) and
+// verifies the entries that are new since this clone last verified it. It
+// returns the verified remote tip (zero if the remote has no ledger). A
+// remote whose ledger no longer extends what was verified before fails with
+// FORK-DETECTED or ROLLBACK-DETECTED.
+func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
+	tip, err := l.fetchRemote(remote)
+	if err != nil {
+		return tip, err
 	}
 	_, err = l.verifyRemoteTip(remote, tip, false)
 	return tip, err
@@ -92,9 +123,9 @@ func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool
 // VerifyRemote fetches the remote's ledger and verifies it: what is new since
 // this clone last verified it, or everything with full.
 func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
-	tip, err := l.Repo.FetchRef(remote, l.Ref, l.trackingRef(remote))
+	tip, err := l.fetchRemote(remote)
 	if err != nil {
-		return nil, remoteError(err)
+		return nil, err
 	}
 	if tip.IsZero() && l.readRemoteRecord(remote).IsZero() {
 		return nil, errs.New("NOT-INITIALIZED", "remote %s has no ledger at %s", remote, l.Ref)

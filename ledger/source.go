@@ -49,16 +49,26 @@ func (l *Ledger) RemoteSource(remote string) Source { return remoteSource{l, rem
 
 type localSource struct{ l *Ledger }
 
-func (s localSource) Remote() string           { return "" }
-func (s localSource) Head() (*Snapshot, error) { return s.l.Head() }
+// The local source's NOT-INITIALIZED errors say which remotes hold a ledger
+// (cloneHint): only on that path does it ask them.
+
+func (s localSource) Remote() string { return "" }
+func (s localSource) Head() (*Snapshot, error) {
+	h, err := s.l.Head()
+	return h, s.l.cloneHint(err)
+}
 func (s localSource) LocalHead() (*Snapshot, bool, error) {
 	h, err := s.l.Head()
-	return h, true, err
+	return h, true, s.l.cloneHint(err)
 }
 func (s localSource) Append(actor string, builds []BuildFunc) ([]*Appended, error) {
-	return s.l.AppendBatch(actor, builds)
+	out, err := s.l.AppendBatch(actor, builds)
+	return out, s.l.cloneHint(err)
 }
-func (s localSource) Verify(full bool) (*Report, error) { return s.l.Verify(full) }
+func (s localSource) Verify(full bool) (*Report, error) {
+	rep, err := s.l.Verify(full)
+	return rep, s.l.cloneHint(err)
+}
 
 func (s localSource) Watch() (Watcher, error) {
 	tip, err := s.l.Tip()

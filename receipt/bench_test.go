@@ -60,7 +60,7 @@ func benchLedger(b *testing.B, n int) (*ledger.Ledger, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.L.WaitMaintenance(); c.Close() })
-	if _, err := c.Init("bench"); err != nil {
+	if _, err := c.Init("bench", true); err != nil {
 		b.Fatal(err)
 	}
 	note := func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {

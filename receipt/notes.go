@@ -15,26 +15,7 @@ import (
 
 // NotesRef holds tally's git notes: for each receipted commit, one line per
 // receipt pointing at the ledger entry, so `git log --notes=tally` shows them.
-const NotesRef = "refs/notes/tally"
-
-// notePaths are where git may keep the note of an object: flat, or under one
-// or two levels of two-hex-digit fan-out directories.
-func notePaths(commit string) []string {
-	return []string{commit, commit[:2] + "/" + commit[2:], commit[:2] + "/" + commit[2:4] + "/" + commit[4:]}
-}
-
-func findNote(t *gitstore.Tree, commit string) (path string, text string, err error) {
-	for _, p := range notePaths(commit) {
-		b, ok, err := t.Get(p)
-		if err != nil {
-			return "", "", err
-		}
-		if ok {
-			return p, string(b), nil
-		}
-	}
-	return "", "", nil
-}
+const NotesRef = ledger.NotesRef
 
 // ReadNote returns the tally note of a commit ("" if none).
 func ReadNote(repo *gitstore.Repo, commit gitstore.ObjectID) (string, error) {
@@ -53,7 +34,7 @@ func ReadNote(repo *gitstore.Repo, commit gitstore.ObjectID) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, text, err := findNote(gitstore.NewTree(db, c.Tree), commit.String())
+	_, text, err := gitstore.FindNote(gitstore.NewTree(db, c.Tree), commit.String())
 	return text, err
 }
 
@@ -84,7 +65,7 @@ func AddNote(repo *gitstore.Repo, lockPath string, commit gitstore.ObjectID, lin
 			base = c.Tree
 		}
 		t := gitstore.NewTree(db, base)
-		path, text, err := findNote(t, commit.String())
+		path, text, err := gitstore.FindNote(t, commit.String())
 		if err != nil {
 			return err
 		}
@@ -170,7 +151,7 @@ func CheckNotesPush(db *gitstore.ObjectDB, s *ledger.Snapshot, old, new gitstore
 	for _, path := range changed {
 		name := strings.ReplaceAll(path, "/", "")
 		id, err := gitstore.ParseObjectID(name)
-		if err != nil || !slices.Contains(notePaths(name), path) || id.String() != name {
+		if err != nil || !slices.Contains(gitstore.NotePaths(name), path) || id.String() != name {
 			return errs.New("RECEIPT-INVALID", "%s may hold only notes; %q is not a note path", NotesRef, path).With("note", path)
 		}
 		if seen[name] {
@@ -191,7 +172,7 @@ func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *g
 		return errs.New("RECEIPT-INVALID", format, args...).With("check", "note").With("commit", name)
 	}
 	copies := 0
-	for _, p := range notePaths(name) {
+	for _, p := range gitstore.NotePaths(name) {
 		if _, ok, err := after.Get(p); err != nil {
 			return err
 		} else if ok {
@@ -201,11 +182,11 @@ func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *g
 	if copies > 1 {
 		return bad("%s holds %d notes for %s: one note path per commit", NotesRef, copies, name)
 	}
-	_, oldText, err := findNote(before, name)
+	_, oldText, err := gitstore.FindNote(before, name)
 	if err != nil {
 		return err
 	}
-	_, newText, err := findNote(after, name)
+	_, newText, err := gitstore.FindNote(after, name)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,10 @@ tree, the base (default: HEAD when the lease was claimed), the paths changed
 from base to commit, and the evidence recorded by tally run. The lease must be
 yours and live (a fenced-off holder gets EPOCH-MISMATCH); if the cell declares
 paths, every changed path must match them (else RECEIPT-SCOPE). A git note on
-the commit under refs/notes/tally points at the receipt.`,
+the commit under refs/notes/tally points at the receipt. In remote mode the
+note is then pushed to the remote's refs/notes/tally (merged with the notes
+other clones pushed); if that push fails, done still succeeds, warns, and
+the next done or tally sync pushes the pending note.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			c, w, cell, err := a.leaseCell(cmd, argv[0])
@@ -37,6 +41,7 @@ the commit under refs/notes/tally points at the receipt.`,
 				printAppended(w, &res.Appended)
 				r := res.Receipt
 				fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
+				printNotesPush(w, a.stderr, res.NotesPush)
 			})
 		},
 	}
@@ -45,4 +50,22 @@ the commit under refs/notes/tally points at the receipt.`,
 	cmd.Flags().StringVar(&req.Base, "base", "", "where the work started (default: HEAD when claimed)")
 	cmd.Flags().StringVar(&req.EvidenceFile, "evidence", "", "extra evidence `FILE` (JSON)")
 	return cmd
+}
+
+// printNotesPush reports a notes push (nil: none was made): what reached the
+// remote on w, and on warn what is still pending and why.
+func printNotesPush(w, warn io.Writer, np *receipt.NotesPush) {
+	if np == nil {
+		return
+	}
+	if len(np.Pushed) > 0 {
+		fmt.Fprintf(w, "notes pushed to %s for %d commit(s)\n", np.Remote, len(np.Pushed))
+	}
+	if np.Error != "" {
+		pending := ""
+		if len(np.Pending) > 0 {
+			pending = " for " + strings.Join(np.Pending, ", ")
+		}
+		fmt.Fprintf(warn, "tally: warning: receipt notes%s not pushed to %s: %s (the next done or tally sync pushes them)\n", pending, np.Remote, np.Error)
+	}
 }

@@ -9,17 +9,23 @@ import (
 
 func (a *app) initCmd() *cobra.Command {
 	var origin string
+	var newLedger bool
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "create the ledger (its genesis entry)",
-		Args:  args(cobra.NoArgs),
+		Long: `init writes the genesis entry of a new ledger. A clone of a repository
+that has a ledger does not have it (git clone does not fetch refs/tally/*):
+init first asks every remote of the clone and refuses with LEDGER-ON-REMOTE
+while one holds a ledger, since a second genesis can never be synced with
+it. --new-ledger starts a separate ledger anyway, without asking.`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client(true)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			res, err := c.Init(origin)
+			res, err := c.Init(origin, newLedger)
 			if err != nil {
 				return err
 			}
@@ -27,5 +33,6 @@ func (a *app) initCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&origin, "origin", "", "the log's origin name, used in checkpoints (default tally/<repo>/<random>)")
+	cmd.Flags().BoolVar(&newLedger, "new-ledger", false, "start a new ledger even if a remote of the clone has one (do not ask the remotes)")
 	return cmd
 }

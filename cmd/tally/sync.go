@@ -32,7 +32,7 @@ refuses it; none is dropped silently.`,
 			if remote == "" {
 				return errs.New("USAGE", "no remote: give NAME, --remote, or tally remote set NAME")
 			}
-			rep, err := c.L.Sync(remote)
+			rep, err := c.Sync(remote)
 			if err != nil {
 				return err
 			}
@@ -44,6 +44,7 @@ refuses it; none is dropped silently.`,
 				for _, d := range rep.Dropped {
 					fmt.Fprintf(w, "  NOT APPLIED #%d %s (%s): %s: %s\n", d.OldSeq, d.Kind, d.Actor, d.Code, d.Message)
 				}
+				printNotesPush(w, a.stderr, rep.NotesPush)
 			})
 		},
 	}
