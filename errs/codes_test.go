@@ -139,3 +139,38 @@ func TestWithCopies(t *testing.T) {
 		t.Fatalf("With lost something: %+v", more)
 	}
 }
+
+// TestWithResultUsed: With returns a copy, so a statement that calls it and
+// drops the result adds nothing. No code of the module may do that.
+func TestWithResultUsed(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if s, ok := n.(*ast.ExprStmt); ok {
+				if call, ok := s.X.(*ast.CallExpr); ok {
+					if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "With" {
+						t.Errorf("%s: the result of With is dropped (it returns a copy)", fset.Position(s.Pos()))
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -76,6 +76,7 @@ var examples = map[string]string{
 	"hooks":                 "tally hooks install",
 	"hooks install":         "tally hooks install\ngit -C /srv/repo.git config core.hooksPath hooks && tally -C /srv/repo.git hooks install --server",
 	"hooks uninstall":       "tally hooks uninstall",
+	"hooks status":          "tally hooks status --json",
 	"report":                "tally report --out report.html --wave w1",
 	"audit":                 "tally audit v1.0..v1.1 --ref refs/heads/main",
 	"mcp":                   "tally mcp --auto-renew",

@@ -95,10 +95,10 @@ func (f *planFile) errAt(n *pnode, field, format string, args ...any) *errs.Erro
 	}
 	e := errs.New("USAGE", "plan %s: %s", where, msg).With("file", f.name)
 	if n != nil {
-		e.With("line", n.line).With("column", n.col)
+		e = e.With("line", n.line).With("column", n.col)
 	}
 	if field != "" {
-		e.With("field", field)
+		e = e.With("field", field)
 	}
 	return e
 }
