@@ -781,7 +781,7 @@ func TestClaimRefusals(t *testing.T) {
 	// usage errors come before any state lookup
 	for _, b := range []lease.ClaimBody{
 		withTTL(claimB("w", "b"), 29), withTTL(claimB("w", "b"), 86401), withTTL(claimB("w", "b"), 0),
-		withTTL(claimB("w", "b"), -1), withHost(claimB("w", "b"), "", 1), withHost(claimB("w", "b"), "h", 0),
+		withTTL(claimB("w", "b"), -1), withHost(claimB("w", "b"), "", 1), withHost(claimB("w", "b"), "h", -1),
 		withHost(claimB("w", "b"), "h", -5), withMode(claimB("w", "b"), "borrow"), withMode(claimB("w", "b"), ""),
 		claimB("w/x", "b"), claimB("w", "b/c"), claimB("", "b"), claimB("w", ""), claimB("-w", "b"), claimB("w", ".b"),
 	} {

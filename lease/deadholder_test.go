@@ -52,6 +52,10 @@ func TestReclaimDeadIdentity(t *testing.T) {
 		ok               bool
 	}{
 		{"same-boot-and-namespace", holder, taker, holder, true},
+		// a lease that records no holder process (pid 0) has nothing that
+		// could be seen gone, whatever the evidence says
+		{"no-holder-process", holderAt{"h1", 0, bootA, nsA, 0}, taker, holderAt{"h1", 0, bootA, nsA, 0}, false},
+		{"taker-without-a-process", holder, holderAt{"h1", 0, bootA, nsA, 0}, holder, true},
 		{"taker-in-another-boot", holder, with(taker, func(h *holderAt) { h.boot = bootB }), holder, false},
 		{"taker-in-another-pid-namespace", holder, with(taker, func(h *holderAt) { h.ns = nsB }), holder, false},
 		{"taker-on-another-host", holder, with(taker, func(h *holderAt) { h.host = "h2" }), holder, false},

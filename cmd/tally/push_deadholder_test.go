@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -90,7 +91,7 @@ func TestRemoteDeadHolderRefused(t *testing.T) {
 			c.ok(a, "A", at(34*time.Minute), "--remote", "origin", "claim", "w/c002", "--ttl", "900") // max hold: +30 min
 			c.ok(a, "A", at(48*time.Minute), "--remote", "origin", "renew", "w/c002", "--epoch", "1", "--ttl", "900")
 			c.ok(a, "A", at(62*time.Minute), "--remote", "origin", "renew", "w/c002", "--epoch", "1", "--ttl", "900")
-			if res := c.ok(b, "B", at(64*time.Minute+time.Second), "--remote", "origin", "claim", "w/c002", "--steal"); res["takeover"] != "steal" {
+			if res := c.ok(b, "B", at(64*time.Minute+time.Second), "--remote", "origin", "claim", "w/c002", "--steal", "--pid", fmt.Sprint(os.Getpid())); res["takeover"] != "steal" {
 				t.Fatalf("steal through the remote: %v", res)
 			}
 
