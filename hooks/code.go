@@ -168,12 +168,12 @@ func (c *Checker) enteringCommits(u Update, receiptsRequired bool, protected []s
 			return nil, err
 		}
 		for _, ref := range protected {
-			if refs[ref] {
+			if refs[ref] && ref != u.Ref { // after the fact, the created ref itself exists
 				args = append(args, ref)
 			}
 		}
 	default:
-		args = append(args, "--exclude="+c.L.Namespace+"/*", "--exclude="+receipt.NotesRef, "--all")
+		args = append(args, "--exclude="+c.L.Namespace+"/*", "--exclude="+receipt.NotesRef, "--exclude="+u.Ref, "--all")
 	}
 	out, err := c.git(args...)
 	if err != nil {

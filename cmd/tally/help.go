@@ -17,7 +17,7 @@ var commandGroups = []struct {
 	{"leases", "Leases on cells:", []string{"plan", "claim", "renew", "release", "fail", "requeue", "done", "run", "next", "status", "show", "note"}},
 	{"paths", "Path locks:", []string{"lock", "unlock", "locks", "deadlocks"}},
 	{"receipts", "Receipts, checkpoints and proofs:", []string{"receipt", "checkpoint", "prove", "verify-proof", "anchor"}},
-	{"audit", "Audit:", []string{"verify", "log", "report", "audit"}},
+	{"audit", "Audit:", []string{"verify", "log", "report", "audit", "check"}},
 	{"remote", "Remote and hooks:", []string{"remote", "sync", "hooks"}},
 	{"setup", "Setup:", []string{"init", "policy", "keys", "gc", "mcp", "demo", "version"}},
 }
@@ -79,6 +79,7 @@ var examples = map[string]string{
 	"hooks status":          "tally hooks status --json",
 	"report":                "tally report --out report.html --wave w1",
 	"audit":                 "tally audit v1.0..v1.1 --ref refs/heads/main",
+	"check":                 "tally check --ref refs/heads/main \"$BEFORE..$AFTER\"\ntally check --ref refs/tally/ledger \"$OLD_LEDGER..$NEW_LEDGER\"",
 	"mcp":                   "tally mcp --auto-renew",
 	"help":                  "tally help claim",
 	"completion":            "tally completion bash > /etc/bash_completion.d/tally",

@@ -103,7 +103,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.checkpointCmd(), a.proveCmd(), a.verifyProofCmd(), a.anchorCmd(),
 		a.policyCmd(), a.keysCmd(), a.remoteCmd(), a.syncCmd(), a.hooksCmd(), a.hookCmd(),
 		a.reportCmd(), a.auditCmd(),
-		a.mcpCmd(), a.versionCmd(),
+		a.mcpCmd(), a.versionCmd(), a.checkCmd(),
 	} {
 		root.AddCommand(c)
 	}
