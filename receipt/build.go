@@ -3,8 +3,10 @@ package receipt
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
@@ -95,22 +97,56 @@ func (p *Prepared) Body(s *ledger.Snapshot) (*lease.DoneBody, error) {
 	return &body, nil
 }
 
+// readEvidenceFile reads extra evidence: one evidence object or an array of
+// them, in the form tally run records (lease.Evidence), decoded strictly.
+// Anything else is USAGE: a member the form does not have, a missing argv,
+// exit_code or started_at, or a start time that is not RFC 3339. Unrelated
+// JSON must not become a receipt's "command exited 0".
 func readEvidenceFile(path string) ([]lease.Evidence, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, errs.New("USAGE", "evidence file: %v", err)
 	}
 	b = bytes.TrimSpace(b)
-	var list []lease.Evidence
+	var raws []json.RawMessage
 	if len(b) > 0 && b[0] == '{' {
-		var one lease.Evidence
-		err = json.Unmarshal(b, &one)
-		list = []lease.Evidence{one}
-	} else {
-		err = json.Unmarshal(b, &list)
+		raws = []json.RawMessage{b}
+	} else if err := json.Unmarshal(b, &raws); err != nil {
+		return nil, errs.New("USAGE", "evidence file %s: want an evidence object or an array of them: %v", path, err)
 	}
-	if err != nil {
-		return nil, errs.New("USAGE", "evidence file %s: %v", path, err)
+	list := make([]lease.Evidence, 0, len(raws))
+	for i, raw := range raws {
+		ev, err := decodeEvidence(raw)
+		if err != nil {
+			return nil, errs.New("USAGE", "evidence file %s, item %d: %v", path, i, err).With("item", i)
+		}
+		list = append(list, ev)
 	}
 	return list, nil
+}
+
+// decodeEvidence decodes one evidence object strictly (readEvidenceFile).
+func decodeEvidence(raw []byte) (lease.Evidence, error) {
+	var ev lease.Evidence
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return ev, err
+	}
+	for _, m := range []string{"argv", "exit_code", "started_at"} {
+		if _, ok := members[m]; !ok {
+			return ev, fmt.Errorf("no %q: evidence names the command, its exit code and when it started", m)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil {
+		return ev, err
+	}
+	if len(ev.Argv) == 0 || ev.Argv[0] == "" {
+		return ev, fmt.Errorf("argv is empty")
+	}
+	if _, err := chain.ParseTime(ev.StartedAt); err != nil {
+		return ev, fmt.Errorf("started_at: %v", err)
+	}
+	return ev, nil
 }

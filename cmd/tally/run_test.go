@@ -83,3 +83,34 @@ func TestClaimFromScript(t *testing.T) {
 		t.Fatalf("TALLY_PID=nope: exit %d %s", bad.Code, bad.Stdout)
 	}
 }
+
+// TestDoneEvidenceFileStrict: done --evidence takes evidence in the form
+// tally run records, decoded strictly. Unrelated JSON, an unknown member, a
+// missing exit code or a malformed start time is USAGE (exit 2) and writes
+// nothing; a well-formed object lands in the receipt as given.
+func TestDoneEvidenceFileStrict(t *testing.T) {
+	r := newRepo(t)
+	r.ok("A", "init")
+	r.ok("A", "plan", r.file("plan.json", `{"wave":"w","cells":[{"id":"a"}]}`))
+	r.ok("A", "claim", "w/a")
+	for name, body := range map[string]string{
+		"unrelated":     `{"totally":"unrelated"}`,
+		"unknown":       `{"argv":["make"],"exit_code":0,"started_at":"2031-03-04T05:06:07.089Z","verdict":"fine"}`,
+		"no-exit-code":  `{"argv":["make"],"started_at":"2031-03-04T05:06:07.089Z"}`,
+		"bad-time":      `{"argv":["make"],"exit_code":0,"started_at":"yesterday"}`,
+		"empty-argv":    `[{"argv":[],"exit_code":0,"started_at":"2031-03-04T05:06:07.089Z"}]`,
+		"not-an-object": `"make test passed"`,
+	} {
+		e := r.refuse(2, "USAGE", "A", "done", "w/a", "--epoch", "1", "--evidence", r.file(name+".json", body))
+		if !strings.Contains(e["message"].(string), "evidence file") {
+			t.Errorf("%s: %v", name, e)
+		}
+	}
+	good := `{"argv":["make","check"],"exit_code":2,"started_at":"2031-03-04T05:06:07.089Z","duration_ms":1500}`
+	r.ok("A", "done", "w/a", "--epoch", "1", "--evidence", r.file("good.json", good))
+	entries := netLedger(t, r.dir)
+	ev, _ := entries[len(entries)-1].Body["evidence"].([]any)
+	if len(ev) != 1 || ev[0].(map[string]any)["exit_code"] != 2.0 || fmt.Sprint(ev[0].(map[string]any)["argv"]) != "[make check]" {
+		t.Fatalf("receipt evidence: %v", ev)
+	}
+}
