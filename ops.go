@@ -3,7 +3,10 @@ package tally
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -11,6 +14,7 @@ import (
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/pathspec"
 	"github.com/tally-dev/tally/receipt"
 )
 
@@ -302,6 +306,10 @@ type DoneResult struct {
 	// NotesPush is, in remote mode, what pushing the notes to the remote
 	// did (receipt.PushNotes); pending notes go with the next done or sync.
 	NotesPush *receipt.NotesPush `json:"notes_push,omitempty"`
+	// Warnings are what a reviewer would ask about the receipt, though it
+	// is valid: a commit that changes nothing since the base, evidence of a
+	// command that failed, edits left uncommitted under the cell's paths.
+	Warnings []string `json:"warnings"`
 }
 
 // Done finishes the actor's cell with a receipt, then points a git note on the
@@ -312,10 +320,16 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	var done *lease.DoneBody
+	var paths []string
 	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
 		body, err := prep.Body(s)
 		if err != nil {
 			return nil, err
+		}
+		done = body
+		if cell, err := lease.ReadCell(s, req.Wave, req.Cell); err == nil {
+			paths = cell.Paths
 		}
 		return &ledger.Draft{Kind: "done", Body: body}, nil
 	})
@@ -324,7 +338,7 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	}
 	ref := ap.Result.Effect.(*lease.ReceiptRef)
 	prep.Taken()
-	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef}
+	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef, Warnings: c.doneWarnings(done, paths)}
 	commit, _ := gitstore.ParseObjectID(ref.Commit)
 	ts, _ := chain.ParseTime(ap.Entry.TS)
 	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: ts.Unix(), TZ: "+0000"}
@@ -340,6 +354,46 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 		res.NotesPush = c.pushNotes(c.Remote(), ap.Commit, who)
 	}
 	return res, nil
+}
+
+// doneWarnings are the questions a receipt raises (DoneResult.Warnings).
+// Uncommitted edits count under the cell's declared paths, or anywhere in
+// the work tree when it declares none; untracked files do not.
+func (c *Client) doneWarnings(b *lease.DoneBody, paths []string) []string {
+	w := []string{}
+	if len(b.Changed) == 0 {
+		w = append(w, fmt.Sprintf("commit %.12s changes nothing since the base %.12s", b.Commit, b.Base))
+	}
+	for _, ev := range b.Evidence {
+		if ev.ExitCode != 0 {
+			w = append(w, fmt.Sprintf("the evidence records a failed command: %s exited %d", strings.Join(ev.Argv, " "), ev.ExitCode))
+		}
+	}
+	if c.L.Repo.WorkTree == "" {
+		return w
+	}
+	out, err := exec.Command("git", "-C", c.L.Repo.WorkTree, "status", "--porcelain=v1", "-z", "--untracked-files=no").Output()
+	if err != nil {
+		return append(w, "could not tell whether edits are left uncommitted: "+err.Error())
+	}
+	var left []string
+	recs := strings.Split(string(out), "\x00")
+	for i := 0; i < len(recs); i++ {
+		rec := recs[i]
+		if len(rec) < 4 {
+			continue // the empty tail
+		}
+		if rec[0] == 'R' || rec[0] == 'C' {
+			i++ // a rename or copy: its source path is the next record
+		}
+		if p := rec[3:]; len(paths) == 0 || pathspec.MatchAny(paths, p) {
+			left = append(left, p)
+		}
+	}
+	if len(left) > 0 {
+		w = append(w, fmt.Sprintf("uncommitted edits are not in the receipt: %s", strings.Join(left, ", ")))
+	}
+	return w
 }
 
 // pushNotes pushes the local receipt notes remote lacks, judged against the

@@ -42,6 +42,9 @@ the next done or tally sync pushes the pending note.`,
 				r := res.Receipt
 				fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
 				printNotesPush(w, a.stderr, res.NotesPush)
+				for _, warning := range res.Warnings {
+					fmt.Fprintf(a.stderr, "tally: warning: %s\n", warning)
+				}
 			})
 		},
 	}

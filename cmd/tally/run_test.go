@@ -114,3 +114,35 @@ func TestDoneEvidenceFileStrict(t *testing.T) {
 		t.Fatalf("receipt evidence: %v", ev)
 	}
 }
+
+// TestDoneWarnings: a valid receipt that a reviewer would question says so,
+// in --json "warnings" and on stderr, without being refused: no change since
+// the claim, evidence of a failed command, edits left uncommitted under the
+// cell's paths. A clean receipt has none.
+func TestDoneWarnings(t *testing.T) {
+	r := newRepo(t)
+	r.ok("A", "init")
+	r.ok("A", "plan", r.file("plan.json", `{"wave":"w","cells":[{"id":"a","paths":["src/**"]},{"id":"b","paths":["src/**"]}]}`))
+	r.ok("A", "claim", "w/a")
+	testrepo.Run(t, r.dir, "A", r.env(), "run", "w/a", "--", "false")
+	r.commit("work", "src/a.go")
+	r.file("src/a.go", "edited after the commit\n")
+	res := r.ok("A", "done", "w/a", "--epoch", "1")
+	got := fmt.Sprint(res["warnings"])
+	if !strings.Contains(got, "failed command: false exited 1") || !strings.Contains(got, "uncommitted edits are not in the receipt: src/a.go") ||
+		strings.Contains(got, "changes nothing") {
+		t.Fatalf("warnings %s", got)
+	}
+	testrepo.Git(t, r.dir, "checkout", "--", "src/a.go")
+	r.ok("A", "claim", "w/b")
+	text := testrepo.Run(t, r.dir, "A", r.env(), "done", "w/b", "--epoch", "1")
+	if text.Code != 0 || !strings.Contains(text.Stderr, "tally: warning: commit") || !strings.Contains(text.Stderr, "changes nothing since the base") {
+		t.Fatalf("done with no change: exit %d, stderr %q", text.Code, text.Stderr)
+	}
+	r.ok("A", "plan", r.file("plan2.json", `{"wave":"v","cells":[{"id":"c"}]}`))
+	r.ok("A", "claim", "v/c")
+	r.commit("clean work", "docs/c.md")
+	if res := r.ok("A", "done", "v/c", "--epoch", "1"); fmt.Sprint(res["warnings"]) != "[]" {
+		t.Fatalf("a clean receipt warns: %v", res["warnings"])
+	}
+}
