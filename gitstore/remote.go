@@ -353,6 +353,14 @@ func serverLines(s string) string {
 // history to decide what to send. The outcome rules are PushRef's; a
 // RefMovedError carries the remote value when nothing was sent.
 func (r *Repo) PushPack(remote, ref string, old, new ObjectID, packName string) error {
+	// Open the pack before anything else: a background compaction may merge
+	// a fresh pack into another and remove it while the advertisement is on
+	// the wire, and an open file outlives its name.
+	f, err := os.Open(filepath.Join(r.ObjectDir, "pack", packName+".pack"))
+	if err != nil {
+		return err
+	}
+	defer f.Close() // go-git closes it only once it has sent it all
 	url, err := r.RemoteURL(remote)
 	if err != nil {
 		return err
@@ -385,11 +393,6 @@ func (r *Repo) PushPack(remote, ref string, old, new ObjectID, packName string) 
 	if cur != old {
 		return &RefMovedError{Current: cur}
 	}
-	f, err := os.Open(filepath.Join(r.ObjectDir, "pack", packName+".pack"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()              // go-git closes it only once it has sent it all
 	caps := capability.NewList() // an empty remote may advertise nothing at all
 	if ar != nil {
 		caps = ar.Capabilities

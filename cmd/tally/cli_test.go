@@ -373,7 +373,7 @@ cells:
 	// done: the receipt binds the cell to HEAD; a git note points at it
 	r.at(9 * time.Minute)
 	res = r.ok("B", "done", "w1/schema", "--epoch", "3")
-	wantKeys(t, "done", res, "ok", "entry", "commit", "summary", "receipt", "note")
+	wantKeys(t, "done", res, "ok", "entry", "commit", "summary", "receipt", "note", "warnings")
 	wantReceipt := map[string]any{"seq": 10.0, "wave": "w1", "cell": "schema", "epoch": 3.0, "commit": head,
 		"tree": r.git("rev-parse", "HEAD^{tree}")}
 	if !reflect.DeepEqual(obj(t, res, "receipt"), wantReceipt) || res["note"] != "refs/notes/tally" || num(t, obj(t, res, "entry"), "seq") != 10 {
