@@ -153,12 +153,12 @@ func (c *Client) Show(wave, cell string) (*CellView, error) {
 }
 
 // Log returns the last n entries, newest first (all with n <= 0).
-func (c *Client) Log(n int) ([]ledger.LogEntry, error) {
+func (c *Client) Log(n int, f ledger.LogFilter) ([]ledger.LogEntry, error) {
 	s, err := c.head()
 	if err != nil {
 		return nil, err
 	}
-	return c.L.LogFrom(s.Commit, n)
+	return c.L.LogFrom(s.Commit, n, f)
 }
 
 // Verify verifies the ledger (incrementally unless full): the local one, or

@@ -1,7 +1,9 @@
 package ledger
 
 import (
+	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -19,6 +21,27 @@ type LogEntry struct {
 	Commit  string     `json:"commit"`
 }
 
+// LogFilter selects log entries; a zero field selects all.
+type LogFilter struct {
+	Actor string    // entries by this actor
+	Kind  string    // entries of this kind
+	Cell  string    // entries about this cell ("wave/cell", from the body)
+	Since time.Time // entries dated at or after this time
+}
+
+// match reports whether e passes f. Since is not judged here: LogFrom stops
+// at the first entry before it, as entry time never goes backwards.
+func (f LogFilter) match(e *chain.Entry) bool {
+	if f.Actor != "" && e.Actor != f.Actor || f.Kind != "" && e.Kind != f.Kind {
+		return false
+	}
+	if f.Cell == "" {
+		return true
+	}
+	var ref struct{ Wave, Cell string }
+	return json.Unmarshal(e.Body, &ref) == nil && ref.Wave+"/"+ref.Cell == f.Cell
+}
+
 // Log returns the last n entries (all with n <= 0) of the local ledger,
 // newest first. It reads what the commits say; verify is what checks them.
 func (l *Ledger) Log(n int) ([]LogEntry, error) {
@@ -26,11 +49,12 @@ func (l *Ledger) Log(n int) ([]LogEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.LogFrom(tip, n)
+	return l.LogFrom(tip, n, LogFilter{})
 }
 
-// LogFrom is Log starting at the ledger commit tip.
-func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int) ([]LogEntry, error) {
+// LogFrom is Log starting at the ledger commit tip, keeping the entries f
+// selects (the last n of them).
+func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int, f LogFilter) ([]LogEntry, error) {
 	if tip.IsZero() {
 		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
 	}
@@ -38,7 +62,7 @@ func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int) ([]LogEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []LogEntry
+	out := []LogEntry{}
 	for cur := tip; !cur.IsZero() && (n <= 0 || len(out) < n); {
 		c, err := db.ReadCommit(cur)
 		if err != nil {
@@ -52,8 +76,15 @@ func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int) ([]LogEntry, error) {
 		if err != nil {
 			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
 		}
-		out = append(out, LogEntry{Seq: e.Seq, Hash: chain.EntryHash(raw), TS: e.TS, Actor: e.Actor, Kind: e.Kind,
-			Summary: strings.SplitN(c.Message, "\n", 2)[0], Commit: cur.String()})
+		if !f.Since.IsZero() {
+			if ts, err := chain.ParseTime(e.TS); err == nil && ts.Before(f.Since) {
+				break // every older entry is dated before it too
+			}
+		}
+		if f.match(e) {
+			out = append(out, LogEntry{Seq: e.Seq, Hash: chain.EntryHash(raw), TS: e.TS, Actor: e.Actor, Kind: e.Kind,
+				Summary: strings.SplitN(c.Message, "\n", 2)[0], Commit: cur.String()})
+		}
 		cur = gitstore.ObjectID{}
 		if len(c.Parents) > 0 {
 			cur = c.Parents[0]

@@ -232,7 +232,7 @@ func (s *Server) tools() {
 	add(s, "log", "Ledger entries, newest first (tally log).",
 		func(_ context.Context, in LogIn) (out *LogOut, err error) {
 			out = &LogOut{}
-			err = s.call(func(c *tally.Client) error { out.Entries, err = c.Log(in.N); return err })
+			err = s.call(func(c *tally.Client) error { out.Entries, err = c.Log(in.N, ledger.LogFilter{}); return err })
 			return out, err
 		})
 }

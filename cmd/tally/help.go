@@ -28,7 +28,7 @@ var commandGroups = []struct {
 var examples = map[string]string{
 	"init":                  "tally init",
 	"note":                  `tally note "pausing the api work until the schema lands"`,
-	"log":                   "tally log -n 20\ntally --json log",
+	"log":                   "tally log -n 20\ntally log --cell w1/api --since 2026-12-01T09:00:00Z\ntally --json log --actor agent-1 --kind claim",
 	"verify":                "tally verify\ntally verify --full --trailers HEAD",
 	"plan":                  "tally plan wave1.yaml\ncat wave1.json | tally plan -",
 	"claim":                 "tally claim w1/api --ttl 20m\ntally --json claim --next --wave w1 --wait 10m",

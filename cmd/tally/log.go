@@ -3,23 +3,40 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally/ledger"
 )
 
 func (a *app) logCmd() *cobra.Command {
 	var n int
+	var f ledger.LogFilter
+	var since string
 	cmd := &cobra.Command{
-		Use:   "log",
+		Use:   "log [-n N] [--actor A] [--kind K] [--cell W/C] [--since T]",
 		Short: "list ledger entries, newest first",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.Cell != "" {
+				if _, _, err := cellArg(f.Cell); err != nil {
+					return err
+				}
+			}
+			if since != "" {
+				t, err := time.Parse(time.RFC3339Nano, since)
+				if err != nil {
+					return usageErr("--since must be RFC 3339 (2026-12-01T09:00:00Z): %v", err)
+				}
+				f.Since = t
+			}
 			c, err := a.client(false)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			entries, err := c.Log(n)
+			entries, err := c.Log(n, f)
 			if err != nil {
 				return err
 			}
@@ -34,5 +51,9 @@ func (a *app) logCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVarP(&n, "max-count", "n", 0, "show at most `N` entries (0: all)")
+	cmd.Flags().StringVar(&f.Actor, "actor", "", "only entries by actor `A` (here --actor filters: log appends nothing)")
+	cmd.Flags().StringVar(&f.Kind, "kind", "", "only entries of kind `K` (claim, done, lock, ...)")
+	cmd.Flags().StringVar(&f.Cell, "cell", "", "only entries about cell `W/C`")
+	cmd.Flags().StringVar(&since, "since", "", "only entries dated at or after `T` (RFC 3339)")
 	return cmd
 }
