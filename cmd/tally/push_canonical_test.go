@@ -38,23 +38,6 @@ func pcWriteCommit(t *testing.T, dir string, raw []byte) string {
 	return strings.TrimSpace(string(out))
 }
 
-// pcRefused pushes dir's ledger ref to the server and requires the hook to
-// refuse it with code and detail in its message, leaving the server's refs
-// as they were.
-func pcRefused(t *testing.T, c *netCluster, dir, what, code, detail string) {
-	t.Helper()
-	before := c.lsRemote()
-	exit, stderr := c.push(dir, "origin", "refs/tally/ledger")
-	want := "tally: refused refs/tally/ledger: " + code
-	if exit == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, detail) {
-		t.Fatalf("%s: exit %d, want a refusal with %q and %q:\n%s", what, exit, want, detail, stderr)
-	}
-	if after := c.lsRemote(); after != before {
-		t.Fatalf("%s: refused push moved the server's refs:\n%s\n->\n%s", what, before, after)
-	}
-	t.Logf("%s: %s", what, netFirstLine(stderr, "tally: refused"))
-}
-
 // TestPushSignedCommitOneForm: with signatures required on the server, alice
 // makes a signed entry in her clone. Before she pushes it, an attacker who
 // got the commit re-makes it without her key — its gpgsig header doubled,
@@ -136,7 +119,7 @@ func TestPushSignedCommitOneForm(t *testing.T) {
 					t.Fatalf("%s: same commit id", f.what)
 				}
 				testrepo.Git(t, x, "update-ref", "refs/tally/ledger", id)
-				pcRefused(t, c, x, f.what, "BAD-SIGNATURE", "alice")
+				c.pushRefused(x, f.what, "BAD-SIGNATURE", "alice")
 				c.refused(3, "BAD-SIGNATURE", x, "auditor", nil, "--local", "verify", "--full")
 			}
 
@@ -204,7 +187,7 @@ func TestPushTimesInRange(t *testing.T) {
 			if b := testrepo.Git(t, x, "log", "-p", "-1", "refs/tally/ledger"); !strings.Contains(b, `"expires_at":"10000-01-01T00:29:00.000Z"`) {
 				t.Fatalf("the forged claim does not store a year-10000 expiry:\n%s", b)
 			}
-			pcRefused(t, c, x, "claim storing year-10000 times", "RULE-VIOLATION", "USAGE")
+			c.pushRefused(x, "claim storing year-10000 times", "RULE-VIOLATION", "USAGE")
 			c.refused(3, "RULE-VIOLATION", x, "auditor", nil, "--local", "verify", "--full")
 
 			for _, args := range [][]string{{"status"}, {"lock", "src", "--ttl", "60"}, {"status"}, {"verify", "--full"}} {

@@ -18,28 +18,6 @@ import (
 	"github.com/tally-dev/tally/pathspec"
 )
 
-// pushRefused pushes the clone's ledger with plain git and requires the
-// server to refuse it with code, the message containing each of details,
-// and its refs not to move.
-func (c *netCluster) pushRefused(dir, what, code string, details ...string) {
-	c.t.Helper()
-	before := c.lsRemote()
-	exit, stderr := c.push(dir, "origin", "refs/tally/ledger")
-	line := netFirstLine(stderr, "tally: refused refs/tally/ledger: "+code+":")
-	if exit == 0 || line == "" {
-		c.t.Fatalf("%s: git push: exit %d, want a refusal with %s:\n%s", what, exit, code, stderr)
-	}
-	for _, d := range details {
-		if !strings.Contains(line, d) {
-			c.t.Fatalf("%s: refusal %q does not say %q", what, line, d)
-		}
-	}
-	if after := c.lsRemote(); after != before {
-		c.t.Fatalf("%s: refused push moved the server's refs:\n%s\n->\n%s", what, before, after)
-	}
-	c.t.Logf("%s: %s", what, line)
-}
-
 // costPaths returns n distinct literal paths under dir.
 func costPaths(dir string, n int) []string {
 	out := make([]string, n)

@@ -51,15 +51,7 @@ func TestRemoteDeadHolderRefused(t *testing.T) {
 			if res := c.ok(b, "B", at(4*time.Second), "--local", "claim", "w/c000", "--reclaim-dead"); res["takeover"] != "dead-holder" {
 				t.Fatalf("local reclaim-dead: %v", res)
 			}
-			before := c.lsRemote()
-			exit, stderr := c.push(b, "origin", "refs/tally/ledger")
-			if want := "tally: refused refs/tally/ledger: DEAD-HOLDER-REMOTE"; exit == 0 || !strings.Contains(stderr, want) {
-				t.Fatalf("git push of a dead-holder takeover: exit %d, want a refusal with %q:\n%s", exit, want, stderr)
-			}
-			if after := c.lsRemote(); after != before {
-				t.Fatalf("refused push moved the server's refs:\n%s\n->\n%s", before, after)
-			}
-			t.Logf("git push: %s", netFirstLine(stderr, "tally: refused"))
+			c.pushRefused(b, "git push of a dead-holder takeover", "DEAD-HOLDER-REMOTE")
 
 			// sync: not sent while the lease is live; the local ledger takes the
 			// remote's, and the claim is reported.
@@ -107,14 +99,7 @@ func TestRemoteDeadHolderRefused(t *testing.T) {
 				Dead: &lease.DeadPeer{Actor: "B", Epoch: 2, Host: holder.Host, PID: holder.PID, BootID: holder.BootID,
 					PIDNS: holder.PIDNS, PIDStart: holder.PIDStart}}
 			forge(t, x, "claim", "X", chain.FormatTime(t0.Add(66*time.Minute)), body, true)
-			before = c.lsRemote()
-			exit, stderr = c.push(x, "origin", "refs/tally/ledger")
-			if want := "tally: refused refs/tally/ledger: DEAD-HOLDER-REMOTE"; exit == 0 || !strings.Contains(stderr, want) {
-				t.Fatalf("git push of a forged dead-holder takeover: exit %d, want a refusal with %q:\n%s", exit, want, stderr)
-			}
-			if after := c.lsRemote(); after != before {
-				t.Fatalf("refused push moved the server's refs:\n%s\n->\n%s", before, after)
-			}
+			c.pushRefused(x, "git push of a forged dead-holder takeover", "DEAD-HOLDER-REMOTE")
 
 			if v := c.ok(seed, "auditor", at(2*time.Hour), "--remote", "origin", "verify", "--full"); v["entries"] != 10.0 {
 				t.Fatalf("remote verify: %v", v)

@@ -47,28 +47,6 @@ func (c *pusherCluster) syncLedger(dir string) {
 	}
 }
 
-// refusedPush pushes dir's ledger with plain git and requires the server's
-// hook to refuse it with code and every one of details, the server's refs
-// unchanged.
-func (c *pusherCluster) refusedPush(what, dir, code string, details ...string) {
-	c.t.Helper()
-	before := c.lsRemote()
-	exit, stderr := c.push(dir, "origin", "refs/tally/ledger")
-	want := "tally: refused refs/tally/ledger: " + code
-	if exit == 0 || !strings.Contains(stderr, want) {
-		c.t.Fatalf("%s: git push: exit %d, want a refusal with %q:\n%s", what, exit, want, stderr)
-	}
-	for _, d := range details {
-		if !strings.Contains(stderr, d) {
-			c.t.Fatalf("%s: refusal does not say %q:\n%s", what, d, stderr)
-		}
-	}
-	if after := c.lsRemote(); after != before {
-		c.t.Fatalf("%s: refused push moved the server's refs:\n%s\n->\n%s", what, before, after)
-	}
-	c.t.Logf("%s: %s", what, netFirstLine(stderr, "tally: refused"))
-}
-
 // acceptedPush pushes dir's ledger with plain git and requires the server to
 // take it.
 func (c *pusherCluster) acceptedPush(what, dir string) {
@@ -136,7 +114,7 @@ func TestPushersHTTP(t *testing.T) {
 	c.syncLedger(seed)
 	yes := true
 	forge(t, seed, "policy", "admin", netNowTS(0), lease.PolicySet{RequireSignatures: &yes}, false)
-	c.refusedPush("require_signatures without admins", seed, "RULE-VIOLATION", "POLICY", "require_signatures needs admins")
+	c.pushRefused(seed, "require_signatures without admins", "RULE-VIOLATION", "POLICY", "require_signatures needs admins")
 	c.syncLedger(seed)
 
 	admin("policy", "set", "--admins", "admin,ops")
@@ -160,13 +138,13 @@ func TestPushersHTTP(t *testing.T) {
 	c.rejected("bob appends as alice", bob, "alice", []string{"PUSHER-DENIED", "pusher bob", "actor alice"}, "note", "by bob")
 	c.syncLedger(bob)
 	c.ok(bob, "alice", nil, "--local", "note", "by bob")
-	c.refusedPush("bob pushes alice's entry", bob, "PUSHER-DENIED", "pusher bob (REMOTE_USER) may not push entries of actor alice")
+	c.pushRefused(bob, "bob pushes alice's entry", "PUSHER-DENIED", "pusher bob (REMOTE_USER) may not push entries of actor alice")
 	// Rebinding in the same push does not help: the policy entry is judged by
 	// the binding before it.
 	c.syncLedger(bob)
 	c.ok(bob, "admin", nil, "--local", "policy", "set-pushers", "bob=*")
 	c.ok(bob, "alice", nil, "--local", "note", "by bob, after rebinding")
-	c.refusedPush("bob rebinds himself and pushes alice's entry", bob, "PUSHER-DENIED", "pusher bob (REMOTE_USER) may not push entries of actor admin")
+	c.pushRefused(bob, "bob rebinds himself and pushes alice's entry", "PUSHER-DENIED", "pusher bob (REMOTE_USER) may not push entries of actor admin")
 	c.syncLedger(bob)
 	c.ok(bob, "bob", nil, "--remote", "origin", "note", "bob's own")
 
@@ -174,7 +152,7 @@ func TestPushersHTTP(t *testing.T) {
 	anon := c.as("").clone("anon")
 	c.syncLedger(anon)
 	c.ok(anon, "alice", nil, "--local", "note", "anonymous")
-	c.refusedPush("anonymous push", anon, "PUSHER-UNKNOWN", "the server named no pusher")
+	c.pushRefused(anon, "anonymous push", "PUSHER-UNKNOWN", "the server named no pusher")
 
 	// A key for carol, whom nobody has used yet.
 	key := pubKey(t)
@@ -182,7 +160,7 @@ func TestPushersHTTP(t *testing.T) {
 	ops := c.as("ops").clone("ops")
 	c.syncLedger(ops)
 	c.ok(ops, "ops", nil, "--local", "keys", "add", "carol", key)
-	c.refusedPush("an admin's pusher not bound to carol registers her key", ops, "PUSHER-DENIED", "pusher ops (REMOTE_USER) may not register keys for actor carol")
+	c.pushRefused(ops, "an admin's pusher not bound to carol registers her key", "PUSHER-DENIED", "pusher ops (REMOTE_USER) may not register keys for actor carol")
 	// The same entries after ops binds itself to carol, in one push: each
 	// entry is judged by the binding just before it.
 	c.syncLedger(ops)
@@ -229,12 +207,12 @@ func TestPushersDaemon(t *testing.T) {
 	c.ok(dir, "alice", nil, append(remote, "note", "alice's own")...)
 	c.syncLedger(dir)
 	c.ok(dir, "bob", nil, "--local", "note", "bob's")
-	c.refusedPush("another actor's entry", dir, "PUSHER-DENIED", "pusher alice (TALLY_PUSHER) may not push entries of actor bob")
+	c.pushRefused(dir, "another actor's entry", "PUSHER-DENIED", "pusher alice (TALLY_PUSHER) may not push entries of actor bob")
 
 	quiet := c.as("silent").clone("quiet")
 	c.syncLedger(quiet)
 	c.ok(quiet, "alice", nil, "--local", "note", "through a daemon that names nobody")
-	c.refusedPush("no pusher identity", quiet, "PUSHER-UNKNOWN", "TALLY_PUSHER, GL_USER")
+	c.pushRefused(quiet, "no pusher identity", "PUSHER-UNKNOWN", "TALLY_PUSHER, GL_USER")
 }
 
 // hooks install --server reports the pusher mechanisms it can see: an
