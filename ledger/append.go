@@ -100,10 +100,14 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	if err != nil {
 		return nil, err
 	}
-	if err := l.verifiedUpTo(tip); err != nil {
+	snap, err := l.SnapshotAt(tip)
+	if err != nil {
 		return nil, err
 	}
-	out, parent, pw, err := l.prepareOn(tip, actor, builds)
+	if err := l.verifiedUpTo(snap); err != nil {
+		return nil, err
+	}
+	out, parent, pw, err := l.prepareOnSnapshot(snap, actor, builds)
 	if err != nil {
 		return nil, err
 	}
@@ -136,9 +140,10 @@ func (l *Ledger) writerRecordPath() string { return filepath.Join(l.LocalDir, "a
 // moves to tip. A ledger that does not verify, or no longer extends what
 // this clone wrote or verified, is never extended; the error carries the
 // integrity code and the first bad seq.
-func (l *Ledger) verifiedUpTo(tip gitstore.ObjectID) error {
-	if tip.IsZero() {
-		return nil
+func (l *Ledger) verifiedUpTo(snap *Snapshot) error {
+	tip := snap.Commit
+	if tip.IsZero() || l.recordNames(l.writerRecordPath(), snap) {
+		return nil // the usual case: the last append recorded this very tip
 	}
 	base, _ := l.trustedRecordAt(l.writerRecordPath())
 	if base.IsZero() {
@@ -197,6 +202,13 @@ func (l *Ledger) prepareOn(tip gitstore.ObjectID, actor string, builds []BuildFu
 	if err != nil {
 		return nil, tip, nil, err
 	}
+	return l.prepareOnSnapshot(snap, actor, builds)
+}
+
+// prepareOnSnapshot is prepareOn for a caller that holds the tip's
+// snapshot; it advances snap.
+func (l *Ledger) prepareOnSnapshot(snap *Snapshot, actor string, builds []BuildFunc) ([]*Appended, gitstore.ObjectID, *gitstore.PackWriter, error) {
+	tip := snap.Commit
 	pw := gitstore.NewPackWriter()
 	parent := tip
 	var out []*Appended

@@ -99,6 +99,19 @@ func (l *Ledger) trustedRecord() (base gitstore.ObjectID, stale bool) {
 	return l.trustedRecordAt(l.recordPath())
 }
 
+// recordNames reports whether the record at path names snap's commit with
+// its seq and head hash: trustedRecordAt's check without reading the commit
+// again, for a caller that holds the snapshot.
+func (l *Ledger) recordNames(path string, snap *Snapshot) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var rec verifiedRecord
+	return json.Unmarshal(b, &rec) == nil && rec.Commit == snap.Commit.String() &&
+		snap.Meta.Size == rec.Seq+1 && snap.Meta.Head == rec.Hash
+}
+
 func (l *Ledger) trustedRecordAt(path string) (base gitstore.ObjectID, stale bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
