@@ -18,10 +18,7 @@ import (
 // there is refused, so nothing can hide under a name that looks like
 // tally's. ledgerTip is the ledger as it will be after the push.
 func (c *Checker) checkNamespace(ledgerTip gitstore.ObjectID, u Update) ([]Finding, error) {
-	refuse := func(err error) ([]Finding, error) {
-		e := errs.From(err)
-		return []Finding{{Ref: u.Ref, Code: e.Code, Message: e.Message}}, nil
-	}
+	refuse := func(err error) ([]Finding, error) { return refusal(u, err), nil }
 	rest, _ := strings.CutPrefix(u.Ref, c.L.Namespace+"/checkpoints/")
 	size, perr := strconv.ParseUint(rest, 10, 64)
 	if rest == u.Ref || perr != nil || strconv.FormatUint(size, 10) != rest {
@@ -73,10 +70,7 @@ func (c *Checker) checkNamespace(ledgerTip gitstore.ObjectID, u Update) ([]Findi
 // receipt the ledger (as it will be after the push) holds for that commit
 // (receipt.CheckNotesPush).
 func (c *Checker) checkNotes(ledgerTip gitstore.ObjectID, u Update) ([]Finding, error) {
-	refuse := func(err error) ([]Finding, error) {
-		e := errs.From(err)
-		return []Finding{{Ref: u.Ref, Code: e.Code, Message: e.Message}}, nil
-	}
+	refuse := func(err error) ([]Finding, error) { return refusal(u, err), nil }
 	if u.New.IsZero() {
 		return refuse(errs.New("POLICY", "deleting %s is not allowed: receipt notes are append-only", u.Ref))
 	}
@@ -108,6 +102,12 @@ func (c *Checker) checkNotes(ledgerTip gitstore.ObjectID, u Update) ([]Finding, 
 		return refuse(err)
 	}
 	return nil, nil
+}
+
+// refusal is the one finding that refuses u for err (its code and message).
+func refusal(u Update, err error) []Finding {
+	e := errs.From(err)
+	return []Finding{{Ref: u.Ref, Code: e.Code, Message: e.Message}}
 }
 
 // isAncestor reports whether a is an ancestor of b (git merge-base
