@@ -26,7 +26,7 @@ func (a *app) showCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(v, func(out io.Writer) {
+			return a.emitView(c, v, func(out io.Writer) {
 				cl := v.Cell
 				paint(out, bold, "%s/%s", cl.Wave, cl.ID)
 				fmt.Fprintf(out, "  %s  epoch %d", cl.State, cl.Epoch)
