@@ -47,12 +47,12 @@ func TestFormatFacts(t *testing.T) {
 		t.Fatalf("counts %v", wv.Counts)
 	}
 	w.ok("fail", "A", failB("w", "a", 1, "flaky")) // seq 5
-	w.ok("requeue", "A", requeueB("w", "a"))      // seq 6
+	w.ok("requeue", "A", requeueB("w", "a"))       // seq 6
 	c := w.cell("w", "a")
 	if c.Reason != "" || c.Epoch != 1 || strings.Contains(string(w.kv[cellKeyOf(t, w, "w", "a")]), "reason") {
 		t.Fatalf("after requeue: %+v", c)
 	}
-	w.ok("claim", "A", claimB("w", "a"))        // seq 7, epoch 2
+	w.ok("claim", "A", claimB("w", "a"))       // seq 7, epoch 2
 	w.ok("done", "A", doneB("w", "a", 2, "x")) // seq 8
 	if c := w.cell("w", "a"); !reflect.DeepEqual(c.Receipt, &lease.Ref{Seq: 8, Commit: commitA}) ||
 		!reflect.DeepEqual(c.History, []uint64{1, 3, 4, 5, 6, 7, 8}) {
