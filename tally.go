@@ -46,7 +46,20 @@ type Client struct {
 	Actor string
 	src   ledger.Source
 	host  string
+	seen  *Verified // the state the last view read, verified
 }
+
+// Verified names the state a view answered from: every entry through seq
+// Through verified, whose hash is Head. Views never answer from a state
+// that does not verify (they refuse with its integrity code), so this is
+// also the tip the answer describes.
+type Verified struct {
+	Through uint64     `json:"through"`
+	Head    chain.Hash `json:"head"`
+}
+
+// Verified returns the state the client's last view read (nil before any).
+func (c *Client) Verified() *Verified { return c.seen }
 
 // Remote names the remote the client works through ("" in local mode).
 func (c *Client) Remote() string { return c.src.Remote() }
@@ -157,6 +170,13 @@ func (c *Client) appendBatch(builds []ledger.BuildFunc) ([]*ledger.Appended, err
 	return c.src.Append(c.Actor, builds)
 }
 
-// head returns the state views read: the source's tip (in remote mode
-// fetched and verified).
-func (c *Client) head() (*ledger.Snapshot, error) { return c.src.Head() }
+// head returns the state views read: the source's tip, verified (in remote
+// mode fetched first), and notes it for Verified.
+func (c *Client) head() (*ledger.Snapshot, error) {
+	s, err := c.src.Head()
+	if err != nil {
+		return nil, err
+	}
+	c.seen = &Verified{Through: s.Meta.Size - 1, Head: s.Meta.Head}
+	return s, nil
+}

@@ -176,6 +176,13 @@ func (r *rule) note() (string, error) {
 	if b.Text == "" || len(b.Text) > maxTextLen {
 		return "", errs.New("USAGE", "note text must be 1..%d bytes", maxTextLen)
 	}
+	// The summary carries the text into the commit message, and git fsck
+	// flags a commit with a NUL byte (nulInCommit; an error with --strict,
+	// so servers with receive.fsckObjects refuse the push). Other control
+	// characters are legal in a commit; human output makes them inert.
+	if strings.IndexByte(b.Text, 0) >= 0 {
+		return "", errs.New("USAGE", "note text must not contain NUL: git fsck refuses a commit carrying one")
+	}
 	return "note: " + firstLine(b.Text, 60), nil
 }
 

@@ -24,7 +24,7 @@ func (a *app) locksCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(v, func(w io.Writer) {
+			return a.emitView(c, v, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				for _, l := range v.Locks {
 					fmt.Fprintf(tw, "%s\t%s\tepoch %d\tuntil %s\t%s\n", inert(l.Pattern), inert(l.Actor), l.Epoch, l.ExpiresAt, inert(l.Reason))

@@ -40,7 +40,7 @@ func (a *app) logCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(map[string]any{"entries": entries}, func(w io.Writer) {
+			return a.emitView(c, map[string]any{"entries": entries}, func(w io.Writer) {
 				for _, e := range entries {
 					paint(w, dim, "%6d", e.Seq)
 					fmt.Fprintf(w, "  %s  %-20s ", e.TS, inert(e.Actor))

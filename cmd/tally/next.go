@@ -27,7 +27,7 @@ func (a *app) nextCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(map[string]any{"ready": ready}, func(w io.Writer) {
+			return a.emitView(c, map[string]any{"ready": ready}, func(w io.Writer) {
 				for _, c := range ready {
 					note := ""
 					if c.Expired {

@@ -180,6 +180,21 @@ func (a *app) emit(result any, text func(w io.Writer)) error {
 	return writeJSON(a.stdout, obj)
 }
 
+// emitView is emit for a view: with --json the result also carries
+// "verified" ({"through": seq, "head": hash}), the verified state it was read
+// from (a view on a ledger that does not verify fails instead, exit 3).
+func (a *app) emitView(c *tally.Client, result any, text func(w io.Writer)) error {
+	if !a.jsonOut {
+		return a.emit(nil, text)
+	}
+	obj, err := tally.ResultObject(result)
+	if err != nil {
+		return err
+	}
+	obj["verified"] = c.Verified()
+	return a.emit(obj, nil)
+}
+
 // fail reports err and returns its exit class.
 func (a *app) fail(err error) int {
 	e := errs.From(err)

@@ -32,7 +32,7 @@ func (a *app) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(map[string]any{"now": chain.FormatTime(now), "waves": waves}, func(w io.Writer) {
+			return a.emitView(c, map[string]any{"now": chain.FormatTime(now), "waves": waves}, func(w io.Writer) {
 				for _, ws := range waves {
 					paint(w, bold, "wave %s", ws.Wave)
 					fmt.Fprintf(w, ": %d pending, %d claimed, %d done, %d failed\n",
