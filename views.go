@@ -194,5 +194,5 @@ func (c *Client) LiveLease(wave, cell string, epoch int64) (*lease.Lease, error)
 // RecordEvidence stores evidence of a run under the actor's live lease until
 // a receipt takes it.
 func (c *Client) RecordEvidence(wave, cell string, ev lease.Evidence) error {
-	return receipt.SaveEvidence(c.L.LocalDir, wave, cell, ev)
+	return receipt.SaveEvidence(c.L.Files, wave, cell, ev)
 }

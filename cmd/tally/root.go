@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -148,11 +147,19 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 }
 
 // client opens the repository; commands that append pass acting and are
-// refused early when no actor can be found.
+// refused early when no actor can be found. It is the one place that turns
+// flags and TALLY_* variables into the facade's options: a flag wins over
+// its variable.
 func (a *app) client(acting bool) (*tally.Client, error) {
-	self, _ := os.Executable()
-	c, err := tally.Open(a.dir, tally.Options{Actor: a.actorFlag, Namespace: a.namespace, SigningKey: a.signKey,
-		Remote: a.remote, Local: a.local, Maintainer: self})
+	now, err := envClock()
+	if err != nil {
+		return nil, err
+	}
+	c, err := tally.Open(a.dir, tally.Options{
+		Actor:      flagOrEnv(a.actorFlag, "TALLY_ACTOR"),
+		Namespace:  flagOrEnv(a.namespace, "TALLY_NAMESPACE"),
+		SigningKey: flagOrEnv(a.signKey, "TALLY_SIGNING_KEY"),
+		Remote:     a.remote, Local: a.local, Now: now, Maintain: detachedGC})
 	if err != nil {
 		return nil, err
 	}

@@ -150,7 +150,7 @@ func Run(t testing.TB, dir, actor string, env []string, args ...string) Result {
 // the directory would make the test fail for a reason of its own.
 func WaitCompaction(t testing.TB, commonDir string) {
 	t.Helper()
-	lock, err := gitstore.LockCompaction(gitstore.CompactionLockPath(commonDir), true)
+	lock, err := gitstore.LockCompaction(gitstore.LocalPathsOf(commonDir).CompactLock(), true)
 	if err != nil {
 		t.Fatalf("waiting for compaction in %s: %v", commonDir, err)
 	}
