@@ -7,7 +7,6 @@ import (
 	"os/exec"
 
 	"github.com/spf13/cobra"
-
 )
 
 func (a *app) runCmd() *cobra.Command {
