@@ -1,7 +1,10 @@
 package tally_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +113,43 @@ func TestRunAndRenewAgree(t *testing.T) {
 		if code(runErr) != tc.want || code(renewErr) != tc.want {
 			t.Errorf("%s: run answers %q (%v), renew %q (%v); want %q from both", tc.cell, code(runErr), runErr, code(renewErr), renewErr, tc.want)
 		}
+	}
+}
+
+// The default actor is git's user.email, through include.path and includeIf
+// "gitdir:" as git resolves them.
+func TestDefaultActorFollowsIncludes(t *testing.T) {
+	dir := testrepo.New(t)
+	home := t.TempDir()
+	global := filepath.Join(home, ".gitconfig")
+	files := map[string]string{
+		global: "[user]\n\temail = global@example.com\n[include]\n\tpath = base.inc\n" +
+			"[includeIf \"gitdir:" + filepath.Dir(dir) + "/\"]\n\tpath = ~/work.inc\n",
+		filepath.Join(home, "base.inc"): "[user]\n\temail = base@example.com\n",
+		filepath.Join(home, "work.inc"): "[user]\n\temail = work@example.com\n",
+	}
+	for p, text := range files {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vars := []string{"HOME=" + home, "GIT_CONFIG_GLOBAL=" + global, "GIT_CONFIG_NOSYSTEM=1"}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	cmd := exec.Command("git", "config", "user.email")
+	cmd.Dir, cmd.Env = dir, testrepo.Env(vars...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tally.Open(dir, tally.Options{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if want := strings.TrimSpace(string(out)); c.Actor != want {
+		t.Fatalf("default actor %q, git config user.email %q", c.Actor, want)
 	}
 }
