@@ -171,6 +171,17 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 	return c, nil
 }
 
+// withClient runs f with a client opened by client(acting) and closes it
+// after: every command that works on a repository goes through it.
+func (a *app) withClient(acting bool, f func(c *tally.Client) error) error {
+	c, err := a.client(acting)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(c)
+}
+
 // emit prints a successful result: with --json exactly one object with
 // "ok":true merged into the result's fields, else the text rendering.
 func (a *app) emit(result any, text func(w io.Writer)) error {
@@ -229,20 +240,18 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// leaseCell serves the commands that act on the caller's own lease (renew,
-// release, fail, done): it parses the WAVE/CELL argument, requires --epoch,
-// and opens a client with an actor. The caller closes the client.
-func (a *app) leaseCell(cmd *cobra.Command, arg string) (c *tally.Client, wave, cell string, err error) {
-	if wave, cell, err = cellArg(arg); err != nil {
-		return nil, "", "", err
+// withLeaseCell serves the commands that act on the caller's own lease
+// (renew, release, fail, done): it parses the WAVE/CELL argument, requires
+// --epoch, and runs f with a client that has an actor (withClient).
+func (a *app) withLeaseCell(cmd *cobra.Command, arg string, f func(c *tally.Client, wave, cell string) error) error {
+	wave, cell, err := cellArg(arg)
+	if err != nil {
+		return err
 	}
 	if err := requireFlag(cmd, "epoch"); err != nil {
-		return nil, "", "", err
+		return err
 	}
-	if c, err = a.client(true); err != nil {
-		return nil, "", "", err
-	}
-	return c, wave, cell, nil
+	return a.withClient(true, func(c *tally.Client) error { return f(c, wave, cell) })
 }
 
 // cellArg parses "WAVE/CELL".

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"os"
 	"os/exec"
@@ -39,26 +40,23 @@ exactly one JSON object and nothing is lost.`,
 			if !cmd.Flags().Changed("epoch") {
 				epoch = 0
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			child := exec.Command(argv[1], argv[2:]...)
-			child.Dir = a.dir // -C PATH: run as if started in PATH, the command too
-			child.Stdin = os.Stdin
-			child.Stdout, child.Stderr = a.stdout, a.stderr
-			if a.jsonOut {
-				child.Stdout = a.stderr // stdout carries exactly one JSON object
-			}
-			res, err := c.Run(w, cell, epoch, child, nil)
-			if err != nil {
-				return err
-			}
-			ev := res.Evidence
-			return a.emit(res, func(io.Writer) {
-				// The command owns stdout; tally's own report goes to stderr.
-				fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit 0 in %d ms\n", w, cell, ev.Epoch, ev.DurationMS)
+			return a.withClient(true, func(c *tally.Client) error {
+				child := exec.Command(argv[1], argv[2:]...)
+				child.Dir = a.dir // -C PATH: run as if started in PATH, the command too
+				child.Stdin = os.Stdin
+				child.Stdout, child.Stderr = a.stdout, a.stderr
+				if a.jsonOut {
+					child.Stdout = a.stderr // stdout carries exactly one JSON object
+				}
+				res, err := c.Run(w, cell, epoch, child, nil)
+				if err != nil {
+					return err
+				}
+				ev := res.Evidence
+				return a.emit(res, func(io.Writer) {
+					// The command owns stdout; tally's own report goes to stderr.
+					fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit 0 in %d ms\n", w, cell, ev.Epoch, ev.DurationMS)
+				})
 			})
 		},
 	}
