@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -57,7 +56,7 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 // lockWriter takes the clone's writer lock (one tally writer of the ledger at
 // a time); one held longer than writerLockTimeout is CONFLICT.
 func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
-	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	wl, err := gitstore.AcquireWriterLock(l.Files.WriterLock(), writerLockTimeout)
 	if errors.Is(err, gitstore.ErrRefLocked) {
 		return nil, errs.New("CONFLICT", "another tally writer held %s for %v", l.Ref, writerLockTimeout)
 	}
@@ -132,7 +131,7 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 // writerRecordPath is the writer's own record (FORMAT.md §8): the tip this
 // clone's writer last extended or checked. It is apart from verify's record,
 // so that tally verify still re-derives the entries this clone appended.
-func (l *Ledger) writerRecordPath() string { return filepath.Join(l.LocalDir, "appended") }
+func (l *Ledger) writerRecordPath() string { return l.Files.Appended() }
 
 // verifiedUpTo makes sure the chain the writer is about to extend verifies:
 // the entries since the writer's record, else since verify's, are verified
@@ -292,7 +291,7 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	// Refuse up front what verify would refuse: an unsigned entry where
 	// signatures are required, or one signed with a key not registered for
 	// the actor. (Step below changes the tree, so every refusal comes first.)
-	if err := sig.checkSigner(l.Signer); err != nil {
+	if err := sig.checkSigner(l.signer); err != nil {
 		return nil, err
 	}
 	applied, err := step(snap.Tree, raw, snap.Meta)
@@ -324,8 +323,8 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	}
 	m.add(total - written/progressEvery*progressEvery) // Pending is a bound: end at the total
 	commit := CommitFor(applied, tree, parent)
-	if l.Signer != nil {
-		if commit.Signature, err = l.Signer.SignCommit(commit.Payload()); err != nil {
+	if l.signer != nil {
+		if commit.Signature, err = l.signer.SignCommit(commit.Payload()); err != nil {
 			return nil, err
 		}
 	}

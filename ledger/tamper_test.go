@@ -402,7 +402,7 @@ func TestVerifyIncrementalChecksOnlyNew(t *testing.T) {
 	dir, _, _ := tamperFixture(t)
 	const added = 7
 	for i := range added {
-		if r := runTally(t, dir, "agent", "note", fmt.Sprintf("new-%d", i)); r.Code != 0 {
+		if r := testrepo.Run(t, dir, "agent", nil, "note", fmt.Sprintf("new-%d", i)); r.Code != 0 {
 			t.Fatalf("tally note: exit %d %s", r.Code, r.Stderr)
 		}
 	}
@@ -452,7 +452,7 @@ func TestWriterRefusesUnverifiedChain(t *testing.T) {
 	tampered := tip(t, dir)
 	refused := func(code string) {
 		t.Helper()
-		r := runTally(t, dir, "agent", "--json", "note", "on top")
+		r := testrepo.Run(t, dir, "agent", nil, "--json", "note", "on top")
 		e, _ := r.JSON["error"].(map[string]any)
 		if r.Code != 3 || e["code"] != code || !strings.Contains(e["message"].(string), "refusing to append") {
 			t.Fatalf("note on a tampered ledger: exit %d %s, want %s", r.Code, r.Stdout, code)
@@ -468,7 +468,7 @@ func TestWriterRefusesUnverifiedChain(t *testing.T) {
 		}
 	}
 	refused("HASH-MISMATCH")
-	if r := runTally(t, dir, "agent", "--json", "note", "on top"); r.JSON["error"].(map[string]any)["seq"] != float64(k) {
+	if r := testrepo.Run(t, dir, "agent", nil, "--json", "note", "on top"); r.JSON["error"].(map[string]any)["seq"] != float64(k) {
 		t.Fatalf("the refusal does not name seq %d: %s", k, r.Stdout)
 	}
 }

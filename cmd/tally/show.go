@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/lease"
 )
 
@@ -22,42 +23,39 @@ func (a *app) showCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			v, err := c.Show(w, cell)
-			if err != nil {
-				return err
-			}
-			return a.emitView(c, v, func(out io.Writer) {
-				cl := v.Cell
-				paint(out, bold, "%s/%s", cl.Wave, cl.ID)
-				fmt.Fprintf(out, "  %s  epoch %d", cl.State, cl.Epoch)
-				if cl.Title != "" {
-					fmt.Fprintf(out, "  %q", cl.Title)
+			return a.withClient(false, func(c *tally.Client) error {
+				v, err := c.Show(w, cell)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintln(out)
-				if len(cl.Deps) > 0 {
-					fmt.Fprintf(out, "deps: %v\n", cl.Deps)
-				}
-				if len(cl.Paths) > 0 {
-					fmt.Fprintf(out, "paths: %v\n", cl.Paths)
-				}
-				if l := cl.Lease; l != nil {
-					fmt.Fprintf(out, "lease: %s (pid %d on %s) epoch %d, acquired %s, heartbeat %s, expires %s, max hold %s\n",
-						inert(l.Actor), l.PID, inert(l.Host), l.Epoch, l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.MaxHoldUntil)
-				}
-				if cl.Reason != "" {
-					paint(out, red, "failed")
-					fmt.Fprintf(out, ": %s\n", inert(cl.Reason))
-				}
-				for _, h := range v.History {
-					fmt.Fprintf(out, "  #%d %s %-20s ", h.Seq, h.TS, inert(h.Actor))
-					paint(out, kindStyle(h.Kind), "%-8s", h.Kind)
-					fmt.Fprintf(out, " %s\n", historyText(h.Kind, h.Body))
-				}
+				return a.emitView(c, v, func(out io.Writer) {
+					cl := v.Cell
+					paint(out, bold, "%s/%s", cl.Wave, cl.ID)
+					fmt.Fprintf(out, "  %s  epoch %d", cl.State, cl.Epoch)
+					if cl.Title != "" {
+						fmt.Fprintf(out, "  %q", cl.Title)
+					}
+					fmt.Fprintln(out)
+					if len(cl.Deps) > 0 {
+						fmt.Fprintf(out, "deps: %v\n", cl.Deps)
+					}
+					if len(cl.Paths) > 0 {
+						fmt.Fprintf(out, "paths: %v\n", cl.Paths)
+					}
+					if l := cl.Lease; l != nil {
+						fmt.Fprintf(out, "lease: %s (pid %d on %s) epoch %d, acquired %s, heartbeat %s, expires %s, max hold %s\n",
+							inert(l.Actor), l.PID, inert(l.Host), l.Epoch, l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.MaxHoldUntil)
+					}
+					if cl.Reason != "" {
+						paint(out, red, "failed")
+						fmt.Fprintf(out, ": %s\n", inert(cl.Reason))
+					}
+					for _, h := range v.History {
+						fmt.Fprintf(out, "  #%d %s ", h.Seq, h.TS)
+						paint(out, kindStyle(h.Kind), "%-8s", h.Kind)
+						fmt.Fprintf(out, " %s %s\n", inert(h.Actor), h.Body)
+					}
+				})
 			})
 		},
 	}
