@@ -483,17 +483,17 @@ func TestWriterRefusesUnverifiedChain(t *testing.T) {
 func TestViewsRefuseUnverifiedChain(t *testing.T) {
 	t.Parallel()
 	dir, _, _ := tamperFixture(t)
-	if r := runTally(t, dir, "agent", "--json", "plan", remotePlanFile(t, "w", "a", "b")); r.Code != 0 {
+	if r := testrepo.Run(t, dir, "agent", nil, "--json", "plan", remotePlanFile(t, "w", "a", "b")); r.Code != 0 {
 		t.Fatalf("plan: exit %d %s", r.Code, r.Stdout)
 	}
-	if r := runTally(t, dir, "agent", "--json", "note", "the tip"); r.Code != 0 {
+	if r := testrepo.Run(t, dir, "agent", nil, "--json", "note", "the tip"); r.Code != 0 {
 		t.Fatalf("note: exit %d %s", r.Code, r.Stdout)
 	}
 	entries := readChain(t, dir)
 	k := len(entries) - 1
 	views := [][]string{{"status"}, {"show", "w/a"}, {"next"}, {"log"}, {"locks"}}
 	for _, v := range views {
-		r := runTally(t, dir, "agent", append([]string{"--json"}, v...)...)
+		r := testrepo.Run(t, dir, "agent", nil, append([]string{"--json"}, v...)...)
 		ver, _ := r.JSON["verified"].(map[string]any)
 		if r.Code != 0 || ver["through"] != float64(k) || ver["head"] != entryHashHex(entries[k].Raw) {
 			t.Fatalf("%v on an intact ledger: exit %d, verified %v, want through %d: %s", v, r.Code, ver, k, r.Stdout)
@@ -505,7 +505,7 @@ func TestViewsRefuseUnverifiedChain(t *testing.T) {
 	refused := func(code string) {
 		t.Helper()
 		for _, v := range views {
-			r := runTally(t, dir, "agent", append([]string{"--json"}, v...)...)
+			r := testrepo.Run(t, dir, "agent", nil, append([]string{"--json"}, v...)...)
 			e, _ := r.JSON["error"].(map[string]any)
 			if r.Code != 3 || e["code"] != code || !strings.Contains(e["message"].(string), "does not verify") {
 				t.Fatalf("%v on a tampered ledger: exit %d %s, want %s", v, r.Code, r.Stdout, code)
@@ -513,7 +513,7 @@ func TestViewsRefuseUnverifiedChain(t *testing.T) {
 			if code == "HASH-MISMATCH" && e["seq"] != float64(k) {
 				t.Fatalf("%v: the refusal does not name seq %d: %s", v, k, r.Stdout)
 			}
-			if h := runTally(t, dir, "agent", v...); h.Code != 3 || !strings.Contains(h.Stderr, code) || h.Stdout != "" {
+			if h := testrepo.Run(t, dir, "agent", nil, v...); h.Code != 3 || !strings.Contains(h.Stderr, code) || h.Stdout != "" {
 				t.Fatalf("%v (text) on a tampered ledger: exit %d, stdout %q, stderr %q", v, h.Code, h.Stdout, h.Stderr)
 			}
 		}

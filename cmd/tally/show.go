@@ -51,9 +51,9 @@ func (a *app) showCmd() *cobra.Command {
 						fmt.Fprintf(out, ": %s\n", inert(cl.Reason))
 					}
 					for _, h := range v.History {
-						fmt.Fprintf(out, "  #%d %s ", h.Seq, h.TS)
+						fmt.Fprintf(out, "  #%d %s %-20s ", h.Seq, h.TS, inert(h.Actor))
 						paint(out, kindStyle(h.Kind), "%-8s", h.Kind)
-						fmt.Fprintf(out, " %s %s\n", inert(h.Actor), h.Body)
+						fmt.Fprintf(out, " %s\n", historyText(h.Kind, h.Body))
 					}
 				})
 			})
