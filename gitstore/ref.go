@@ -289,7 +289,7 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 			os.Remove(lockPath)
 		}
 		if st != nil {
-			st.abort()
+			st.abort() // after the rename: drops the .keep once the ref reaches the pack
 		}
 		w.record("")
 	}()
@@ -319,7 +319,7 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 			err = perr
 		}
 		if err == nil {
-			err = st.publish()
+			err = st.publish(true)
 		}
 	} else {
 		err = lock.Sync()
