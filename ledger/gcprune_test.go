@@ -158,3 +158,64 @@ func TestStalePackTempsRemoved(t *testing.T) {
 	}
 	verifyOK(t, dir, true)
 }
+
+// The pack an append publishes is protected from `git gc --prune=now` until
+// the ref points at it: strace holds the append just before it renames the
+// ref's lock over the ref (its pack already in place), git gc runs then —
+// its repack -a -d deletes the packs it listed, keeping only what refs
+// reach — and afterwards the acknowledged entry's objects must be there.
+func TestGitGCBetweenPackAndRef(t *testing.T) {
+	t.Parallel()
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("strace is not installed (CI=true)")
+		}
+		t.Skip("strace not installed: cannot hold tally at an exact point")
+	}
+	dir := initRepo(t)
+	gd := gitDir(t, dir)
+	lock := filepath.Join(gd, filepath.FromSlash(ledgerRef)+".lock")
+	renames := "rename,renameat,renameat2"
+	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-P", lock,
+		"-e", "trace="+renames, "-e", "inject="+renames+":delay_enter=5000000",
+		testrepo.Tally(t), "-C", dir, "--json", "note", "held")
+	cmd.Env = testrepo.Env("TALLY_ACTOR=held")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Wait until the append is held: its lock holds the new id and no
+	// temporary pack file is left (the pack is published).
+	held := func() bool {
+		b, err := os.ReadFile(lock)
+		temps, _ := filepath.Glob(filepath.Join(gd, "objects", "pack", "*tmp*"))
+		return err == nil && len(b) == 41 && len(temps) == 0
+	}
+	for deadline := time.Now().Add(20 * time.Second); !held(); {
+		select {
+		case err := <-exited:
+			t.Fatalf("the append ended before it was held: %v %s %s", err, out.String(), stderr.String())
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the append was never held before its ref rename")
+		}
+	}
+	gitIn(t, dir, nil, "gc", "--prune=now", "--quiet")
+	if err := <-exited; err != nil {
+		t.Fatalf("the held append: %v %s %s", err, out.String(), stderr.String())
+	}
+	a, ok := parseAck("held", out.Bytes())
+	if !ok {
+		t.Fatalf("the held append was not acknowledged: %s", out.String())
+	}
+	if got := tip(t, dir); got != a.commit {
+		t.Fatalf("tip %s, acknowledged %s", got, a.commit)
+	}
+	fsck(t, dir)
+	verifyOK(t, dir, true)
+}
