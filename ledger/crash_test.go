@@ -187,7 +187,7 @@ func parseAck(text string, out []byte) (ack, bool) {
 
 // orphanFixture returns a ledger repository and what a tally process killed
 // after creating the ref's lockfile leaves behind: its writer record
-// "<new id>\n" in <commondir>/tally/writer.lock (new id: a complete entry on
+// "refs/tally/ledger <new id>\n" in <commondir>/tally/writer.lock (new id: a complete entry on
 // the tip whose objects were written, as an append writes them before it
 // takes the ref lock) and the paths of the record and the lock.
 func orphanFixture(t *testing.T) (dir, newID, record, lock string) {
@@ -205,7 +205,7 @@ func orphanFixture(t *testing.T) (dir, newID, record, lock string) {
 	record = filepath.Join(gd, "tally", "writer.lock")
 	lock = filepath.Join(gd, filepath.FromSlash(ledgerRef)+".lock")
 	newID = p.Commit.String()
-	if err := os.WriteFile(record, []byte(newID+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(record, []byte(ledgerRef+" "+newID+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir, newID, record, lock
@@ -273,7 +273,7 @@ func TestForeignLockWaitedFor(t *testing.T) {
 	t.Parallel()
 	for name, record := range map[string]func(id string) string{
 		"no-record":    func(string) string { return "" },
-		"stale-record": func(id string) string { return id + "\n" }, // a tally killed before it took the lock
+		"stale-record": func(id string) string { return ledgerRef + " " + id + "\n" }, // a tally killed before it took the lock
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -16,14 +16,46 @@ import (
 func (a *app) receiptCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "receipt",
-		Short: "show, verify and export the receipts of a commit",
+		Short: "show, verify and export the receipts of a commit; repair missing notes",
 		Args:  args(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			return usageErr("receipt needs a subcommand: show, verify or export")
+			return usageErr("receipt needs a subcommand: show, verify, export or repair")
 		},
 	}
-	cmd.AddCommand(a.receiptShowCmd(), a.receiptVerifyCmd(), a.receiptExportCmd())
+	cmd.AddCommand(a.receiptShowCmd(), a.receiptVerifyCmd(), a.receiptExportCmd(), a.receiptRepairCmd())
 	return cmd
+}
+
+func (a *app) receiptRepairCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "repair",
+		Short: "write the git note of every receipt whose note is missing",
+		Long: `repair writes, for every receipt in the ledger, the line done puts in the
+receipted commit's git note (refs/notes/tally) when the note lacks it — as
+after a done killed between its append and its note — in one notes commit,
+under the notes lock. In remote mode it reads the remote's ledger and then
+pushes the notes the remote lacks, as done does. It is idempotent: run again,
+it writes nothing.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.ReceiptRepair()
+			if err != nil {
+				return err
+			}
+			return a.emit(res, func(w io.Writer) {
+				fmt.Fprintf(w, "%d missing receipt note line(s) written\n", len(res.Written))
+				for _, n := range res.Written {
+					fmt.Fprintf(w, "  %s: %s\n", n.Commit, n.Line)
+				}
+				printNotesPush(w, a.stderr, res.NotesPush)
+			})
+		},
+	}
 }
 
 func (a *app) receiptShowCmd() *cobra.Command {
