@@ -11,6 +11,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,4 +219,21 @@ func packObjects(b *testing.B, dir, idxPath string) int {
 		b.Fatalf("git show-index %s: %v", idxPath, err)
 	}
 	return len(strings.Split(strings.TrimSpace(string(out)), "\n"))
+}
+
+// BenchmarkCommandTree: building the commands a run of `tally note` needs
+// (the root and note, commandTree) against the whole tree (rootCommand), a
+// cost every tally process paid before it did anything.
+func BenchmarkCommandTree(b *testing.B) {
+	a := &app{stdout: io.Discard, stderr: io.Discard}
+	b.Run("note", func(b *testing.B) {
+		for b.Loop() {
+			a.commandTree([]string{"note", "x"})
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		for b.Loop() {
+			a.rootCommand()
+		}
+	})
 }
