@@ -1,6 +1,7 @@
 package tally
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -316,6 +317,10 @@ type DoneResult struct {
 // receipted commit at it. The receipt is the record; the note is a
 // convenience, so failing to write it is reported, not fatal.
 func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
+	// The work tree does not move with the ledger: its status runs in a git
+	// process beside the append instead of after it.
+	status := c.startStatus()
+	defer status.cancel()
 	prep, err := receipt.Prepare(c.L, req)
 	if err != nil {
 		return nil, err
@@ -338,7 +343,7 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	}
 	ref := ap.Result.Effect.(*lease.ReceiptRef)
 	prep.Taken()
-	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef, Warnings: c.doneWarnings(done, paths)}
+	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef, Warnings: doneWarnings(done, paths, status)}
 	commit, _ := gitstore.ParseObjectID(ref.Commit)
 	ts, _ := chain.ParseTime(ap.Entry.TS)
 	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: ts.Unix(), TZ: "+0000"}
@@ -356,10 +361,50 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	return res, nil
 }
 
+// worktreeStatus is a running `git status` of the work tree (startStatus).
+type worktreeStatus struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+	err error // from starting it
+}
+
+// startStatus starts `git status` of the work tree, or returns nil for a
+// bare repository. --no-optional-locks keeps it from refreshing the index
+// into .git/index under index.lock: a done must not take a lock the user's
+// own git commands (and the other agents' done) need.
+func (c *Client) startStatus() *worktreeStatus {
+	if c.L.Repo.WorkTree == "" {
+		return nil
+	}
+	st := &worktreeStatus{cmd: exec.Command("git", "--no-optional-locks", "-C", c.L.Repo.WorkTree, "status", "--porcelain=v1", "-z", "--untracked-files=no")}
+	st.cmd.Stdout = &st.out
+	st.err = st.cmd.Start()
+	return st
+}
+
+// wait returns the status output once git has exited.
+func (st *worktreeStatus) wait() ([]byte, error) {
+	if st.err == nil {
+		st.err = st.cmd.Wait()
+		st.cmd = nil
+	}
+	return st.out.Bytes(), st.err
+}
+
+// cancel kills a status nobody waited for (the done failed); nil and a
+// status already waited for are left alone.
+func (st *worktreeStatus) cancel() {
+	if st != nil && st.err == nil && st.cmd != nil {
+		st.cmd.Process.Kill()
+		st.cmd.Wait()
+	}
+}
+
 // doneWarnings are the questions a receipt raises (DoneResult.Warnings).
-// Uncommitted edits count under the cell's declared paths, or anywhere in
-// the work tree when it declares none; untracked files do not.
-func (c *Client) doneWarnings(b *lease.DoneBody, paths []string) []string {
+// Uncommitted edits (status, nil for a bare repository) count under the
+// cell's declared paths, or anywhere in the work tree when it declares none;
+// untracked files do not.
+func doneWarnings(b *lease.DoneBody, paths []string, status *worktreeStatus) []string {
 	w := []string{}
 	if len(b.Changed) == 0 {
 		w = append(w, fmt.Sprintf("commit %.12s changes nothing since the base %.12s", b.Commit, b.Base))
@@ -369,10 +414,10 @@ func (c *Client) doneWarnings(b *lease.DoneBody, paths []string) []string {
 			w = append(w, fmt.Sprintf("the evidence records a failed command: %s exited %d", strings.Join(ev.Argv, " "), ev.ExitCode))
 		}
 	}
-	if c.L.Repo.WorkTree == "" {
+	if status == nil {
 		return w
 	}
-	out, err := exec.Command("git", "-C", c.L.Repo.WorkTree, "status", "--porcelain=v1", "-z", "--untracked-files=no").Output()
+	out, err := status.wait()
 	if err != nil {
 		return append(w, "could not tell whether edits are left uncommitted: "+err.Error())
 	}

@@ -139,7 +139,7 @@ func TestStalePackTempsRemoved(t *testing.T) {
 	}
 	kept = append(kept, live)
 
-	r := runTally(t, dir, "gc", "--json", "gc")
+	r := testrepo.Run(t, dir, "gc", nil, "--json", "gc")
 	if r.Code != 0 {
 		t.Fatalf("tally gc: exit %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -17,10 +18,14 @@ import (
 //go:embed page.html.tmpl
 var pageText string
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"dur":  fmtDuration,
-	"time": func(t time.Time) string { return chain.FormatTime(t) },
-}).Parse(pageText))
+// page is the parsed page template. It is parsed on first use, not at
+// start-up: every tally process links this package, few render a report.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"dur":  fmtDuration,
+		"time": func(t time.Time) string { return chain.FormatTime(t) },
+	}).Parse(pageText))
+})
 
 // maxTakeoverRows bounds the takeovers the page lists as HTML rows; all of
 // them are still marked on the timeline.
@@ -72,7 +77,7 @@ func Render(w io.Writer, m *Model) error {
 		d.Takeovers = append(d.Takeovers, Takeover{Seq: b.GrantSeq, TS: b.Start, Lane: laneName(m.Lanes[b.Lane]),
 			Kind: b.Takeover, Actor: b.Actor, Prior: b.Prior, PriorEpoch: b.PriorEpoch, Epoch: b.Epoch})
 	}
-	return page.Execute(w, d)
+	return page().Execute(w, d)
 }
 
 func laneName(l Lane) string {

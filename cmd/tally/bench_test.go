@@ -9,7 +9,9 @@ package main
 // iteration (default 200).
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,19 +56,69 @@ func BenchmarkDrain8(b *testing.B) {
 		r.ok("bench", "plan", r.file(wave+".json", planJSON))
 		b.StartTimer()
 		start := time.Now()
-		claims, _, l, err := drain(bin, r.dir, wave, n, 8)
+		claims, dones, l, err := drain(bin, r.dir, wave, n, 8)
 		total += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(claims) != n {
-			b.Fatalf("%d cells claimed, want %d", len(claims), n)
-		}
+		b.StopTimer()
+		checkDrained(b, r.dir, wave, n, claims, dones)
+		b.StartTimer()
 		lat = append(lat, l...)
 	}
 	b.ReportMetric(float64(len(lat))/total.Seconds(), "claims/s")
 	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-claim-ms")
 	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-claim-ms")
+}
+
+// checkDrained checks a drain of wave's n cells against the ledger: every
+// cell claimed and done once, no (cell, epoch) granted twice, and every
+// append a worker saw acknowledged (exit 0) in the ledger at its seq, by
+// that worker, of that cell and epoch.
+func checkDrained(tb testing.TB, dir, wave string, n int, claims, dones map[string][]grant) {
+	tb.Helper()
+	bySeq := map[int64]loggedEntry{}
+	granted := map[string]int{}
+	for _, le := range readLedger(tb, dir) {
+		var body struct {
+			Wave  string `json:"wave"`
+			Cell  string `json:"cell"`
+			Epoch int64  `json:"epoch"`
+		}
+		if json.Unmarshal(le.Entry.Body, &body) != nil || body.Wave != wave {
+			continue
+		}
+		bySeq[int64(le.Entry.Seq)] = le
+		if le.Entry.Kind == "claim" {
+			var epoch int64
+			fmt.Sscanf(le.Subject[strings.LastIndex(le.Subject, " ")+1:], "%d", &epoch)
+			key := fmt.Sprintf("%s#%d", body.Cell, epoch)
+			if granted[key]++; granted[key] > 1 {
+				tb.Fatalf("double grant: %s claimed twice (entry %d)", key, le.Entry.Seq)
+			}
+		}
+	}
+	if len(claims) != n || len(dones) != n {
+		tb.Fatalf("%d cells claimed and %d done, want %d", len(claims), len(dones), n)
+	}
+	for kind, seen := range map[string]map[string][]grant{"claim": claims, "done": dones} {
+		for cell, gs := range seen {
+			if len(gs) != 1 {
+				tb.Fatalf("%s of %s acknowledged %d times: %+v", kind, cell, len(gs), gs)
+			}
+			g := gs[0]
+			le, ok := bySeq[g.seq]
+			e := le.Entry
+			var body struct {
+				Cell  string `json:"cell"`
+				Epoch int64  `json:"epoch"`
+			}
+			json.Unmarshal(e.Body, &body)
+			if !ok || e.Kind != kind || e.Actor != g.actor || body.Cell != cell || (kind == "done" && body.Epoch != g.epoch) {
+				tb.Fatalf("acknowledged %s of %s %+v is not in the ledger at seq %d (found %s by %s of %s)", kind, cell, g, g.seq, e.Kind, e.Actor, body.Cell)
+			}
+		}
+	}
 }
 
 func BenchmarkClaimWave100(b *testing.B) { benchClaimWave(b, 100) }
@@ -167,4 +219,21 @@ func packObjects(b *testing.B, dir, idxPath string) int {
 		b.Fatalf("git show-index %s: %v", idxPath, err)
 	}
 	return len(strings.Split(strings.TrimSpace(string(out)), "\n"))
+}
+
+// BenchmarkCommandTree: building the commands a run of `tally note` needs
+// (the root and note, commandTree) against the whole tree (rootCommand), a
+// cost every tally process paid before it did anything.
+func BenchmarkCommandTree(b *testing.B) {
+	a := &app{stdout: io.Discard, stderr: io.Discard}
+	b.Run("note", func(b *testing.B) {
+		for b.Loop() {
+			a.commandTree([]string{"note", "x"})
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		for b.Loop() {
+			a.rootCommand()
+		}
+	})
 }

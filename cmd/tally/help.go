@@ -111,28 +111,33 @@ func organizeHelp(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	root.InitDefaultHelpCmd()
 	used := map[string]bool{}
-	var walk func(c *cobra.Command, path string)
-	walk = func(c *cobra.Command, path string) {
-		for _, sub := range c.Commands() {
-			p := sub.Name()
-			if path != "" {
-				p = path + " " + p
-			}
-			if ex, ok := examples[p]; ok {
-				used[p] = true
-				if sub.Example == "" {
-					sub.Example = indent(ex)
-				}
-			}
-			walk(sub, p)
+	for _, c := range root.Commands() {
+		for _, p := range setExamples(c, c.Name()) {
+			used[p] = true
 		}
 	}
-	walk(root, "")
 	for p := range examples {
 		if !used[p] {
 			panic(fmt.Sprintf("example for unknown command %q", p))
 		}
 	}
+}
+
+// setExamples gives c, whose path below tally is path, and its subcommands
+// the Example text of examples they do not set themselves, and returns the
+// paths that have one there.
+func setExamples(c *cobra.Command, path string) []string {
+	var found []string
+	if ex, ok := examples[path]; ok {
+		found = append(found, path)
+		if c.Example == "" {
+			c.Example = indent(ex)
+		}
+	}
+	for _, sub := range c.Commands() {
+		found = append(found, setExamples(sub, path+" "+sub.Name())...)
+	}
+	return found
 }
 
 // indent formats example lines as cobra's help shows them (two spaces).

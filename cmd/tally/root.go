@@ -10,6 +10,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
@@ -37,9 +38,9 @@ type app struct {
 // run executes tally with args and returns the exit code (the error's class).
 func run(args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr}
-	root := a.rootCommand()
+	root := a.commandTree(args)
 	// --json must shape the output even when flag parsing fails before cobra
-	// sets it (after rootCommand, which resets the flag's variable).
+	// sets it (after commandTree, which resets the flag's variable).
 	for _, arg := range args {
 		if arg == "--" {
 			break
@@ -75,15 +76,14 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
-func (a *app) rootCommand() *cobra.Command {
+// newRoot is the tally command with its global flags and no subcommands.
+func (a *app) newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tally",
 		Short:         "git-native lease ledger and receipts for agents sharing a repository",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       readBuildVersion().String(),
 	}
-	root.SetVersionTemplate("tally {{.Version}}\n")
 	root.PersistentFlags().StringVarP(&a.dir, "repo", "C", ".", "run as if started in `PATH`")
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print exactly one JSON object on stdout")
 	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "show no progress on stderr (progress shows only on a terminal, and never with --json)")
@@ -93,22 +93,102 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.local, "local", false, "work on the local ledger even if tally.remote is set")
 	root.PersistentFlags().StringVar(&a.signKey, "sign-key", "", "sign ledger commits with this OpenSSH ed25519 private key `FILE` (else $TALLY_SIGNING_KEY, else git's user.signingkey when gpg.format=ssh)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.New("USAGE", "%v", err) })
-	for _, c := range []*cobra.Command{
-		a.initCmd(), a.noteCmd(), a.logCmd(), a.verifyCmd(),
-		a.planCmd(), a.claimCmd(), a.renewCmd(), a.releaseCmd(), a.failCmd(), a.requeueCmd(), a.doneCmd(),
-		a.statusCmd(), a.showCmd(), a.nextCmd(), a.runCmd(), a.demoCmd(), a.gcCmd(),
-		a.receiptCmd(),
-		a.lockCmd(), a.unlockCmd(), a.locksCmd(), a.deadlocksCmd(),
-		a.checkpointCmd(), a.proveCmd(), a.verifyProofCmd(), a.anchorCmd(),
-		a.policyCmd(), a.keysCmd(), a.remoteCmd(), a.syncCmd(), a.hooksCmd(), a.hookCmd(),
-		a.reportCmd(), a.auditCmd(),
-		a.mcpCmd(), a.versionCmd(), a.checkCmd(),
-	} {
+	return root
+}
+
+// topCommand is a top-level command: its name, and how to build it.
+type topCommand struct {
+	name  string
+	build func() *cobra.Command
+}
+
+// topCommands lists tally's top-level commands in the order they are added.
+// Building one costs its flags and subcommands, so a run builds only the one
+// it executes (commandTree); rootCommand checks each name against the
+// command it builds.
+func (a *app) topCommands() []topCommand {
+	return []topCommand{
+		{"init", a.initCmd}, {"note", a.noteCmd}, {"log", a.logCmd}, {"verify", a.verifyCmd},
+		{"plan", a.planCmd}, {"claim", a.claimCmd}, {"renew", a.renewCmd}, {"release", a.releaseCmd},
+		{"fail", a.failCmd}, {"requeue", a.requeueCmd}, {"done", a.doneCmd},
+		{"status", a.statusCmd}, {"show", a.showCmd}, {"next", a.nextCmd}, {"run", a.runCmd},
+		{"demo", a.demoCmd}, {"gc", a.gcCmd}, {"receipt", a.receiptCmd},
+		{"lock", a.lockCmd}, {"unlock", a.unlockCmd}, {"locks", a.locksCmd}, {"deadlocks", a.deadlocksCmd},
+		{"checkpoint", a.checkpointCmd}, {"prove", a.proveCmd}, {"verify-proof", a.verifyProofCmd},
+		{"anchor", a.anchorCmd}, {"policy", a.policyCmd}, {"keys", a.keysCmd}, {"remote", a.remoteCmd},
+		{"sync", a.syncCmd}, {"hooks", a.hooksCmd}, {"hook", a.hookCmd},
+		{"report", a.reportCmd}, {"audit", a.auditCmd},
+		{"mcp", a.mcpCmd}, {"version", a.versionCmd}, {"check", a.checkCmd},
+	}
+}
+
+// rootCommand is the whole command tree, as help, completion and the
+// suggestions for an unknown command need it.
+func (a *app) rootCommand() *cobra.Command {
+	root := a.newRoot()
+	root.Version = readBuildVersion().String()
+	root.SetVersionTemplate("tally {{.Version}}\n")
+	for _, tc := range a.topCommands() {
+		c := tc.build()
+		if c.Name() != tc.name {
+			panic(fmt.Sprintf("top-level command %q is listed as %q", c.Name(), tc.name))
+		}
 		root.AddCommand(c)
 	}
 	organizeHelp(root)
 	refuseUnknownSubcommands(root)
 	return root
+}
+
+// commandTree is the tree args run in: the root with only the top-level
+// command args name, or, when args name none (help, completion, --version,
+// an unknown command, a global flag combined or misspelled), the whole tree.
+// The executed command, its flags, help and errors are the same either way;
+// only the listing of all commands and the suggestions need them all.
+func (a *app) commandTree(args []string) *cobra.Command {
+	root := a.newRoot()
+	name := commandName(root, args)
+	for _, tc := range a.topCommands() {
+		if tc.name != name {
+			continue
+		}
+		c := tc.build()
+		root.AddCommand(c)
+		setExamples(c, name)
+		refuseUnknownSubcommands(root)
+		root.CompletionOptions.DisableDefaultCmd = true
+		return root
+	}
+	return a.rootCommand()
+}
+
+// commandName returns the first argument that is not a global flag or its
+// value, "" if there is none or a flag root does not know comes first (cobra
+// then reports it, or it is --help or --version).
+func commandName(root *cobra.Command, args []string) string {
+	flags := root.PersistentFlags()
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		var f *pflag.Flag
+		switch {
+		case !strings.HasPrefix(arg, "-"):
+			return arg
+		case strings.HasPrefix(arg, "--") && len(arg) > 2:
+			name, _, hasValue := strings.Cut(arg[2:], "=")
+			if f = flags.Lookup(name); f != nil && hasValue {
+				continue
+			}
+		case len(arg) == 2:
+			f = flags.ShorthandLookup(arg[1:])
+		}
+		if f == nil {
+			return ""
+		}
+		if f.NoOptDefVal == "" {
+			i++ // the flag's value
+		}
+	}
+	return ""
 }
 
 // refuseUnknownSubcommands makes every command that only groups subcommands

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/internal/testrepo"
 )
@@ -144,5 +148,38 @@ func TestDoneWarnings(t *testing.T) {
 	r.commit("clean work", "docs/c.md")
 	if res := r.ok("A", "done", "v/c", "--epoch", "1"); fmt.Sprint(res["warnings"]) != "[]" {
 		t.Fatalf("a clean receipt warns: %v", res["warnings"])
+	}
+}
+
+// TestDoneLeavesIndexAlone: done reads the work tree's status without
+// writing the index. A tracked file whose stat data changed (same content)
+// makes a plain `git status` refresh .git/index under index.lock, a lock the
+// user's own git commands and the other agents' done need; done must leave
+// the index as it was and still see that nothing is left uncommitted.
+func TestDoneLeavesIndexAlone(t *testing.T) {
+	r := newRepo(t)
+	r.ok("A", "init")
+	r.ok("A", "plan", r.file("plan.json", `{"wave":"w","cells":[{"id":"a","paths":["src/**"]}]}`))
+	r.ok("A", "claim", "w/a")
+	r.commit("work", "src/a.go")
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(r.dir, "src/a.go"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(r.dir, ".git", "index")
+	before, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.ok("A", "done", "w/a", "--epoch", "1")
+	if fmt.Sprint(res["warnings"]) != "[]" {
+		t.Fatalf("warnings %v: the file's content is committed", res["warnings"])
+	}
+	after, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatalf("done rewrote .git/index (%d bytes, was %d)", len(after), len(before))
 	}
 }
