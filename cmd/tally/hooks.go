@@ -215,9 +215,20 @@ func (a *app) hookCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			findings, err := chk.CheckWithin(updates, start, bound)
-			if err != nil {
-				return err
+			var findings []hooks.Finding
+			if chk.Server { // a lost race is refused before anything is verified
+				lost, err := hooks.LostRace(c.L, updates)
+				if err != nil {
+					return err
+				}
+				if lost != nil {
+					findings = []hooks.Finding{*lost}
+				}
+			}
+			if findings == nil {
+				if findings, err = chk.CheckWithin(updates, start, bound); err != nil {
+					return err
+				}
 			}
 			refused := 0
 			for _, f := range findings {
