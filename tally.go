@@ -46,6 +46,9 @@ type Client struct {
 	Actor string
 	src   ledger.Source
 	host  string
+	// sequencer: claim --next goes to the remote's sequencer (git config
+	// tally.sequencer; never for a signing client, FORMAT.md §9b).
+	sequencer bool
 }
 
 // Remote names the remote the client works through ("" in local mode).
@@ -91,6 +94,9 @@ func Open(dir string, opt Options) (*Client, error) {
 			l.Close()
 			return nil, errs.New("USAGE", "signing key: %v", err)
 		}
+	}
+	if v, _ := cfg.Value(ledger.SequencerConfig); remote != "" && l.Signer == nil && v == "true" {
+		c.sequencer = true
 	}
 	return c, nil
 }
