@@ -7,6 +7,7 @@ package tally
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tally-dev/tally/chain"
@@ -95,7 +96,7 @@ func Open(dir string, opt Options) (*Client, error) {
 			return nil, errs.New("USAGE", "signing key: %v", err)
 		}
 	}
-	if v, _ := cfg.Value(ledger.SequencerConfig); remote != "" && l.Signer == nil && v == "true" {
+	if v, _ := cfg.Value(ledger.SequencerConfig); remote != "" && l.Signer == nil && slices.Contains([]string{"true", "yes", "on", "1"}, strings.ToLower(v)) { // git's spellings of true
 		c.sequencer = true
 	}
 	return c, nil

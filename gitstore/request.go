@@ -24,6 +24,9 @@ type RequestResult struct {
 	// none: a new reference).
 	Ref      string
 	Old, New string
+	// Said is what the server printed (its hooks' output), without the
+	// "remote:" prefixes.
+	Said string
 }
 
 // PushRequest pushes commit (with the objects it needs) to ref on the
@@ -43,10 +46,11 @@ func (r *Repo) PushRequest(remote, ref string, commit ObjectID) (*RequestResult,
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
+	text := strings.TrimSpace(stderr.String())
 	if res, ok := parsePorcelain(stdout.String(), commit.String()); ok {
+		res.Said = serverLines(plainText(text))
 		return res, nil
 	}
-	text := strings.TrimSpace(stderr.String())
 	if runErr == nil {
 		runErr = fmt.Errorf("git push printed no status for %s", ref)
 	}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/tally-dev/tally/errs"
@@ -55,7 +56,13 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 				return nil, errs.New(code, "remote %s: %s", remote, msg)
 			}
 		}
-		return nil, errs.New("REMOTE-REJECTED", "remote %s refused the request: %s", remote, res.Reason)
+		if strings.Contains(res.Reason, "hook declined") {
+			// pre-receive refused it: nothing reached the sequencer.
+			return nil, remoteError(fmt.Errorf("%w: %s", gitstore.ErrPushRejected, res.Said))
+		}
+		// Anything else (the sequencer died: "fail to run proc-receive
+		// hook") leaves the outcome unknown: look for the entry.
+		pushErr = fmt.Errorf("%w: the server answered %q", gitstore.ErrRemoteUnreachable, res.Reason)
 	case pushErr == nil && res.Ref != l.Ref:
 		// A server without the sequencer stores the request as a plain ref.
 		return nil, errs.New("USAGE", "remote %s does not sequence requests: it stored %s as a ref (unset git config %s here, and delete that ref on the server)",

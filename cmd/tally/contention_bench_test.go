@@ -8,6 +8,8 @@ package main
 //	TMPDIR=/work/tmp TALLY_BENCH_REMOTE=1 go test ./cmd/tally -run '^$' -bench Contention -benchtime 1x
 //
 // TALLY_BENCH_SECONDS sets how long each configuration runs (default 10).
+// design=cas is the compare-and-swap push of every clone; design=sequencer
+// sends claim --next to the server's proc-receive sequencer (tally.sequencer).
 // Each configuration reports aggregate claims/s, the wall-time percentiles
 // of the claims that succeeded (retries included), the fewest and most claims
 // any one agent got, and the double grants found in the server's ledger
@@ -32,14 +34,20 @@ func BenchmarkRemoteContention(b *testing.B) {
 		seconds = s
 	}
 	for _, kind := range gitserver.Kinds {
-		for _, agents := range []int{1, 8, 16} {
-			b.Run(fmt.Sprintf("server=%s/agents=%d", kind, agents), func(b *testing.B) {
-				c := newNetCluster(b, kind)
-				// More cells than the fastest configuration could claim.
-				c.seeded("bench", 100*seconds)
-				r := contend(b, c, c.agents(agents), time.Duration(seconds)*time.Second)
-				r.report(b)
-			})
+		for _, design := range []string{"cas", "sequencer"} {
+			for _, agents := range []int{1, 8, 16} {
+				b.Run(fmt.Sprintf("server=%s/design=%s/agents=%d", kind, design, agents), func(b *testing.B) {
+					c := newNetCluster(b, kind)
+					// More cells than the fastest configuration could claim.
+					c.seeded("bench", 100*seconds)
+					dirs := c.agents(agents)
+					if design == "sequencer" {
+						sequenced(b, dirs...)
+					}
+					r := contend(b, c, dirs, time.Duration(seconds)*time.Second)
+					r.report(b)
+				})
+			}
 		}
 	}
 }

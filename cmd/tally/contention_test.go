@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -54,6 +56,22 @@ func TestPreReceiveLostRaceFirst(t *testing.T) {
 	if exit != 1 || !strings.Contains(out, "tally: refused refs/tally/ledger: ") || strings.Contains(out, "CONFLICT") {
 		t.Fatalf("forged entry on the current tip: exit %d, want the verifier's refusal:\n%s", exit, out)
 	}
+}
+
+// pushedLedgerUpdates counts the server's ledger updates that receive-pack
+// made from a pushed compare-and-swap: it logs each ref update it makes with
+// the message "push" (NewBare keeps a reflog of every ref), where the
+// sequencer's appends are tally's own.
+func pushedLedgerUpdates(t testing.TB, bare string) int {
+	t.Helper()
+	out := testrepo.Git(t, bare, "reflog", "show", "--format=%gs", "refs/tally/ledger")
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) == "push" {
+			n++
+		}
+	}
+	return n
 }
 
 // sequenced turns the sequencer on in each clone (git config tally.sequencer).
@@ -110,6 +128,9 @@ func TestSequencedClaimNext(t *testing.T) {
 					t.Fatalf("%s: server ledger has claims by %v, agent told %s", cell, got, who)
 				}
 			}
+			if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+				t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+			}
 			if refs := c.lsRemote(); strings.Contains(refs, "refs/for/") {
 				t.Fatalf("request refs left on the server:\n%s", refs)
 			}
@@ -118,5 +139,149 @@ func TestSequencedClaimNext(t *testing.T) {
 				t.Fatalf("remote verify: %v", res)
 			}
 		})
+	}
+}
+
+// killingSequencer replaces the bare repository's proc-receive shim with a
+// wrapper that runs it and, while the file mode in the repository says so,
+// kills it with SIGKILL after it has written the first limit bytes of its
+// answer: "18" is right after its version reply (while it reads the request
+// or appends), "34" in the middle of the "ok" line of a one-request push (the
+// entry has landed; its old-oid and new-oid never reach the client). Any
+// other content lets it answer.
+func killingSequencer(t *testing.T, bare string) (mode string) {
+	t.Helper()
+	shim := filepath.Join(bare, "hooks", "proc-receive")
+	real := shim + ".real"
+	if err := os.Rename(shim, real); err != nil {
+		t.Fatal(err)
+	}
+	mode = filepath.Join(bare, "kill-mode")
+	script := `#!/bin/sh
+limit=$(cat '` + mode + `' 2>/dev/null)
+case "$limit" in
+18|34) ;;
+*) exec '` + real + `' "$@" ;;
+esac
+dir=$(mktemp -d) || exit 1
+mkfifo "$dir/out"
+exec 3<&0 # an asynchronous command's own stdin is /dev/null
+'` + real + `' "$@" <&3 >"$dir/out" 2>>'`+mode+`.log' &
+pid=$!
+dd bs=1 count="$limit" <"$dir/out" 2>/dev/null # unbuffered, unlike head -c
+kill -9 "$pid"
+rm -rf "$dir"
+exit 1
+`
+	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return mode
+}
+
+// TestSequencedKill9: the sequencer killed with SIGKILL mid-request, in
+// rounds of concurrent requests: right after its version reply (the request
+// may or may not have been applied) and right after it accepted (applied,
+// but the answer is lost), between rounds where it answers. Every agent that
+// was told it got a cell has it in the server's ledger, every claim there
+// was told to its agent (a lost answer is found by the client, never
+// granted twice), no cell is claimed twice, requests after the kills are
+// served (no lock was left behind), and the ledger verifies.
+func TestSequencedKill9(t *testing.T) {
+	rounds, agents := 6, 4
+	if netStress() {
+		rounds = 30
+	}
+	c := newNetCluster(t, gitserver.GitDaemon)
+	seed := c.seeded("kill", rounds*agents)
+	dirs := c.agents(agents)
+	sequenced(t, dirs...)
+	mode := killingSequencer(t, c.bare)
+	told := map[string]string{}
+	failed := 0
+	for round := 0; round < rounds; round++ {
+		limit := []string{"18", "34", "none"}[round%3]
+		if err := os.WriteFile(mode, []byte(limit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := netTogether(agents, func(i int) netProc {
+			return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		})
+		for i, p := range out {
+			switch {
+			case p.Err != nil:
+				t.Fatalf("round %d: %s: %v", round, p, p.Err)
+			case p.Code == 0:
+				key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+				if prev, ok := told[key]; ok {
+					t.Fatalf("%s granted to %s and %s", key, prev, netAgent(i))
+				}
+				told[key] = netAgent(i)
+			case limit == "18" && p.Code == 1 && p.code() == "REMOTE-UNREACHABLE":
+				failed++ // killed before it applied the request
+			default:
+				b, _ := os.ReadFile(mode + ".log")
+				t.Logf("hook log: %s", b)
+				t.Fatalf("round %d (kill after %s bytes): %s", round, limit, p)
+			}
+		}
+	}
+	claims := map[string][]string{}
+	for _, e := range netLedger(t, c.bare) {
+		if e.Kind == "claim" {
+			claims[e.cell()] = append(claims[e.cell()], e.Actor)
+		}
+	}
+	for cell, who := range told {
+		if got := claims[cell]; len(got) != 1 || got[0] != who {
+			t.Fatalf("%s: server ledger has claims by %v, agent told %s", cell, got, who)
+		}
+	}
+	if len(claims) != len(told) {
+		t.Fatalf("server ledger has claims of %d cells, agents were told of %d: an applied request was lost to its agent", len(claims), len(told))
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+	}
+	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+	t.Logf("%d rounds x %d agents: %d claims told and in the ledger, %d requests killed before applying", rounds, agents, len(told), failed)
+}
+
+// TestSequencedPushers: over git http-backend behind basic auth with pushers
+// bound, the sequencer judges a request's actor by who pushed it, as
+// pre-receive judges a pushed entry: bob's credentials asking for a cell as
+// alice are refused (PUSHER-DENIED, exit 2), an anonymous request is refused
+// (PUSHER-UNKNOWN), and neither moves the server's ledger; bob as bob gets
+// his cell.
+func TestSequencedPushers(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	bare := gitserver.NewBare(t, root, "shared.git")
+	pw := map[string]string{"admin": "pw-admin", "bob": "pw-bob"}
+	base := gitserver.HTTPAuth(t, root, pw)
+	c := &pusherCluster{netCluster: &netCluster{t: t, kind: gitserver.SmartHTTP, bare: bare, bin: testrepo.Tally(t)},
+		urls: map[string]string{"": base + gitserver.AnonPrefix + "/shared.git"}}
+	for user, pass := range pw {
+		c.urls[user] = strings.Replace(base, "http://", "http://"+user+":"+pass+"@", 1) + "/shared.git"
+	}
+	c.url = c.urls["admin"]
+	seed := c.as("admin").clone("seed")
+	c.ok(seed, "admin", nil, "--remote", "origin", "init")
+	c.ok(seed, "admin", nil, "--remote", "origin", "plan", netPlan(t, seed, "pw", 4, nil))
+	c.ok(seed, "admin", nil, "--remote", "origin", "policy", "set-pushers", "admin=*", "bob=bob")
+	bob := c.as("bob").clone("bob")
+	anon := c.as("").clone("anon")
+	sequenced(t, bob, anon)
+	before := c.serverTip()
+	p := c.refused(2, "PUSHER-DENIED", bob, "alice", nil, "--remote", "origin", "claim", "--next")
+	if msg, _ := p.errField("message").(string); !strings.Contains(msg, "pusher bob (REMOTE_USER) may not push entries of actor alice") {
+		t.Fatalf("refusal does not name pusher and actor: %s", p)
+	}
+	c.refused(2, "PUSHER-UNKNOWN", anon, "alice", nil, "--remote", "origin", "claim", "--next")
+	if after := c.serverTip(); after != before {
+		t.Fatalf("refused requests moved the server's ledger from %s to %s", before, after)
+	}
+	if got := c.ok(bob, "bob", nil, "--remote", "origin", "claim", "--next"); got["cell"] != "c000" {
+		t.Fatalf("bob's own claim: %v", got)
 	}
 }
