@@ -166,7 +166,7 @@ esac
 dir=$(mktemp -d) || exit 1
 mkfifo "$dir/out"
 exec 3<&0 # an asynchronous command's own stdin is /dev/null
-'` + real + `' "$@" <&3 >"$dir/out" 2>>'`+mode+`.log' &
+'` + real + `' "$@" <&3 >"$dir/out" 2>>'` + mode + `.log' &
 pid=$!
 dd bs=1 count="$limit" <"$dir/out" 2>/dev/null # unbuffered, unlike head -c
 kill -9 "$pid"
