@@ -10,6 +10,9 @@ package main
 // TALLY_BENCH_SECONDS sets how long each configuration runs (default 10).
 // design=cas is the compare-and-swap push of every clone; design=sequencer
 // sends claim --next to the server's proc-receive sequencer (tally.sequencer).
+// With TALLY_BENCH_MAIN_BIN naming a tally binary built from another commit
+// (the design before this one), design=main runs it, for server and clients,
+// in the same run.
 // Each configuration reports aggregate claims/s, the wall-time percentiles
 // of the claims that succeeded (retries included), the fewest and most claims
 // any one agent got, and the double grants found in the server's ledger
@@ -33,11 +36,23 @@ func BenchmarkRemoteContention(b *testing.B) {
 	if s, err := strconv.Atoi(os.Getenv("TALLY_BENCH_SECONDS")); err == nil && s > 0 {
 		seconds = s
 	}
+	designs := []string{"cas", "sequencer"}
+	mainBin := os.Getenv("TALLY_BENCH_MAIN_BIN")
+	if mainBin != "" {
+		designs = append([]string{"main"}, designs...)
+	}
 	for _, kind := range gitserver.Kinds {
-		for _, design := range []string{"cas", "sequencer"} {
+		for _, design := range designs {
 			for _, agents := range []int{1, 8, 16} {
 				b.Run(fmt.Sprintf("server=%s/design=%s/agents=%d", kind, design, agents), func(b *testing.B) {
 					c := newNetCluster(b, kind)
+					if design == "main" {
+						// The server's hook and every client run the other build.
+						c.bin = mainBin
+						if p := netRun(mainBin, c.bare, "server", nil, "hooks", "install", "--server"); p.Code != 0 {
+							b.Fatalf("%s", p)
+						}
+					}
 					// More cells than the fastest configuration could claim.
 					c.seeded("bench", 100*seconds)
 					dirs := c.agents(agents)
