@@ -162,8 +162,22 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	if boot, ns, ok := processTable(); ok {
 		self.BootID, self.PIDNS, self.PIDStart = boot, ns, processStart(o.PID)
 	}
+	if o.Next && mode == lease.ModeClaim && c.sequencer {
+		return c.claimRequest(o, self, base)
+	}
 	var target lease.CellRef
-	ap, err := c.append(func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+	ap, err := c.append(claimBuild(o, mode, self, base, &target))
+	if err != nil {
+		return nil, err
+	}
+	return &LeaseResult{appendedOf(ap), target, ap.Result.Effect.(*lease.Granted)}, nil
+}
+
+// claimBuild builds the claim of o (mode, holder self, code base base) on
+// the state it is given, and sets target to the cell it claims: the one
+// build of a claim, for local, compare-and-swap and sequenced appends alike.
+func claimBuild(o ClaimOptions, mode string, self lease.HolderID, base string, target *lease.CellRef) ledger.BuildFunc {
+	return func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
 		b := lease.ClaimBody{CellRef: lease.CellRef{Wave: o.Wave, Cell: o.Cell}, TTL: o.TTL, PID: self.PID,
 			Host: self.Host, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart, Base: base, Mode: mode, Next: o.Next}
 		if o.Next {
@@ -179,13 +193,9 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 		if mode == lease.ModeReclaimDead {
 			b.Dead = deadHolderEvidence(s, b.CellRef, self)
 		}
-		target = b.CellRef
+		*target = b.CellRef
 		return &ledger.Draft{Kind: "claim", Body: b}, nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	return &LeaseResult{appendedOf(ap), target, ap.Result.Effect.(*lease.Granted)}, nil
 }
 
 // noReadyCell is claim --next's answer when no cell is claimable on s:

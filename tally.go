@@ -7,6 +7,7 @@ package tally
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type Client struct {
 	src   ledger.Source
 	host  string
 	seen  *Verified // the state the last view read, verified
+	// sequencer: claim --next goes to the remote's sequencer (git config
+	// tally.sequencer; never for a signing client, FORMAT.md §9b).
+	sequencer bool
 }
 
 // Verified names the state a view answered from: every entry through seq
@@ -109,7 +113,11 @@ func Open(dir string, opt Options) (*Client, error) {
 	if remote != "" {
 		src = l.RemoteSource(remote)
 	}
-	return &Client{L: l, Actor: actor, src: src, host: host}, nil
+	c := &Client{L: l, Actor: actor, src: src, host: host}
+	if v, _ := cfg.Value(ledger.SequencerConfig); remote != "" && signer == nil && slices.Contains([]string{"true", "yes", "on", "1"}, strings.ToLower(v)) { // git's spellings of true
+		c.sequencer = true
+	}
+	return c, nil
 }
 
 // loadSigner reads a signing key named like git's user.signingkey: a path,

@@ -140,6 +140,8 @@ func (c *Checker) Check(updates []Update) ([]Finding, error) {
 		switch {
 		case u.Ref == c.L.Ref:
 			continue
+		case strings.HasPrefix(u.Ref, ledger.RequestPrefix+"/"):
+			fs = c.checkRequest(u)
 		case strings.HasPrefix(u.Ref, c.L.Namespace+"/"):
 			fs, err = c.checkNamespace(ledgerTip, u)
 		case u.Ref == receipt.NotesRef:

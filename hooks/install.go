@@ -33,7 +33,7 @@ const binLine = "tally_bin="
 var (
 	ClientHooks = []string{"pre-push"}
 	ServerHooks = []string{"pre-receive"}
-	AllHooks    = []string{"pre-push", "commit-msg", "pre-receive"}
+	AllHooks    = []string{"pre-push", "commit-msg", "pre-receive", SequencerHook}
 )
 
 // Placements of a shim.
@@ -246,6 +246,9 @@ func Uninstall(repo *gitstore.Repo) ([]string, error) {
 			}
 			if ok && loc.Placement == PlaceCustomHooks {
 				os.Remove(filepath.Dir(loc.Path)) // only if empty
+			}
+			if ok && name == SequencerHook {
+				uninstallSequencer(repo)
 			}
 		}
 	}

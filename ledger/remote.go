@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -207,13 +209,22 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		pushErr := l.Repo.PushPack(remote, l.Ref, base, tip, pack)
 		var cur gitstore.ObjectID
 		var moved *gitstore.RefMovedError
-		if errors.As(pushErr, &moved) && !moved.Current.IsZero() {
+		var hint time.Duration // the server's, when its hook refused a lost race
+		told := false
+		if errors.Is(pushErr, gitstore.ErrPushRejected) {
+			cur, hint, told = parseLostRace(pushErr.Error(), l.Ref)
+		}
+		switch {
+		case told: // the server's hook said where the ledger is
+		case errors.As(pushErr, &moved) && !moved.Current.IsZero():
 			cur = moved.Current // nothing was sent; no need to ask again
-		} else if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
-			if pushErr == nil {
-				return nil, errs.Wrap("REMOTE-UNREACHABLE", err, "remote %s: the push may have landed (run tally sync)", remote)
+		default:
+			if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
+				if pushErr == nil {
+					return nil, errs.Wrap("REMOTE-UNREACHABLE", err, "remote %s: the push may have landed (run tally sync)", remote)
+				}
+				return nil, remoteError(err)
 			}
-			return nil, remoteError(err)
 		}
 		// A slot is about as long as an attempt takes, the time another writer
 		// needs to land; after k lost races, wait a random number of slots
@@ -240,6 +251,18 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 				}
 				return nil, remoteError(fmt.Errorf("%w: %v", gitstore.ErrRemoteUnreachable, pushErr))
 			}
+		case told:
+			// The hook refused it before anything else: nothing landed, and the
+			// server said how long landings take. Wait a random part of a few
+			// of those intervals (more after each loss) so losers spread out;
+			// a hint of 0 says the base was stale rather than raced.
+			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			fetch = true
+			lost++
+			if hint > 0 {
+				time.Sleep(time.Duration(rand.N(int64(hint) << min(lost, 3))))
+			}
+			continue
 		default:
 			// Someone else moved the ref: our commit may be under theirs.
 			if db, err := l.Repo.Objects(); err == nil {
@@ -252,6 +275,28 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		time.Sleep(time.Duration(rand.N(1<<min(lost, 5))) * min(slot, 500*time.Millisecond))
 	}
 	return nil, errs.New("CONFLICT", "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
+}
+
+// LostRaceMessage is the stable text of the server hook's refusal of a push
+// that lost a compare-and-swap race (FORMAT.md §9a): the pushed old value,
+// the ledger's value when the hook looked, and the server's retry hint.
+func LostRaceMessage(old, cur gitstore.ObjectID, hint time.Duration) string {
+	return fmt.Sprintf("the ledger moved from %s to %s; retry-after-ms=%d", old, cur, hint.Milliseconds())
+}
+
+var lostRaceLine = regexp.MustCompile(`tally: refused (\S+): CONFLICT: the ledger moved from ([0-9a-f]{40}) to ([0-9a-f]{40}); retry-after-ms=([0-9]+)`)
+
+// parseLostRace finds a lost-race refusal of ref in what the server said and
+// returns the ledger's value then and the server's retry hint.
+func parseLostRace(said, ref string) (cur gitstore.ObjectID, hint time.Duration, ok bool) {
+	for _, m := range lostRaceLine.FindAllStringSubmatch(said, -1) {
+		id, err := gitstore.ParseObjectID(m[3])
+		ms, err2 := strconv.ParseUint(m[4], 10, 32)
+		if m[1] == ref && err == nil && err2 == nil {
+			return id, time.Duration(ms) * time.Millisecond, true
+		}
+	}
+	return gitstore.ObjectID{}, 0, false
 }
 
 // contains reports whether the ledger at tip holds the entry ap, by comparing

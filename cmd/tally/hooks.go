@@ -13,6 +13,7 @@ import (
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/hooks"
+	"github.com/tally-dev/tally/ledger"
 )
 
 func (a *app) hooksCmd() *cobra.Command {
@@ -53,12 +54,24 @@ func (a *app) hooksCmd() *cobra.Command {
 					return err
 				}
 				out := map[string]any{"installed": paths, "binary": bin}
+				var seq *hooks.Sequencer
+				if server {
+					if seq, err = hooks.InstallSequencer(c.L.Repo, bin); err != nil {
+						return err
+					}
+					out["sequencer"] = seq
+				}
 				if report != nil {
 					out["pusher"] = report
 				}
 				return a.emit(out, func(w io.Writer) {
 					for _, p := range paths {
 						fmt.Fprintf(w, "installed %s (calls %s)\n", p, bin)
+					}
+					if seq != nil && seq.Shim != "" {
+						fmt.Fprintf(w, "installed %s: requests to %s/* are sequenced here\n", seq.Shim, seq.Refs)
+					} else if seq != nil {
+						fmt.Fprintf(w, "sequencer: not installed: %s\n", seq.Skipped)
 					}
 					if report != nil {
 						report.print(w)
@@ -174,6 +187,11 @@ func (a *app) hookCmd() *cobra.Command {
 			start := time.Now() // the server's time bound counts from here
 			return a.withClient(false, func(c *tally.Client) error {
 				var err error
+				if argv[0] == hooks.SequencerHook {
+					return hooks.ProcReceive(cmd.InOrStdin(), a.stdout, func(u hooks.Update) hooks.Answer {
+						return serveRequest(c, u)
+					})
+				}
 				if argv[0] == "commit-msg" {
 					if len(argv) != 2 {
 						return usageErr("commit-msg needs the message file")
@@ -203,9 +221,20 @@ func (a *app) hookCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				findings, err := chk.CheckWithin(updates, start, bound)
-				if err != nil {
-					return err
+				var findings []hooks.Finding
+				if chk.Server { // a lost race is refused before anything is verified
+					lost, err := hooks.LostRace(c.L, updates)
+					if err != nil {
+						return err
+					}
+					if lost != nil {
+						findings = []hooks.Finding{*lost}
+					}
+				}
+				if findings == nil {
+					if findings, err = chk.CheckWithin(updates, start, bound); err != nil {
+						return err
+					}
 				}
 				refused := 0
 				for _, f := range findings {
@@ -225,6 +254,32 @@ func (a *app) hookCmd() *cobra.Command {
 		},
 	}
 	return cmd
+}
+
+// serveRequest applies one request pushed to the sequencer (FORMAT.md §9b)
+// and answers with the ledger's move, or the refusal's code.
+func serveRequest(c *tally.Client, u hooks.Update) hooks.Answer {
+	op, ok := strings.CutPrefix(u.Ref, ledger.RequestPrefix+"/")
+	if !ok {
+		return hooks.Refusal(errs.New("USAGE", "%s is not a request ref (%s/<op>)", u.Ref, ledger.RequestPrefix))
+	}
+	db, err := c.L.Repo.Objects()
+	if err != nil {
+		return hooks.Refusal(err)
+	}
+	intent, err := db.ReadCommit(u.New)
+	if err != nil {
+		return hooks.Refusal(errs.Wrap("USAGE", err, "reading the request %s", u.New))
+	}
+	ap, err := c.ServeRequest(op, []byte(intent.Message), tally.Guard(hooks.PusherGuard(os.LookupEnv)))
+	if err != nil {
+		return hooks.Refusal(err)
+	}
+	entry, err := db.ReadCommit(ap.Commit)
+	if err != nil || len(entry.Parents) != 1 {
+		return hooks.Refusal(errs.New("INTERNAL", "the appended entry %s has no single parent", ap.Commit))
+	}
+	return hooks.Answer{OK: true, Ref: c.L.Ref, Old: entry.Parents[0], New: ap.Commit}
 }
 
 // pusherReport is what `hooks install --server` found about pusher

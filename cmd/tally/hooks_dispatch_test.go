@@ -238,8 +238,14 @@ func TestHooksDispatcher(t *testing.T) {
 	}
 
 	r := testrepo.Run(t, bare, "admin", nil, "--json", "hooks", "uninstall")
-	if got := r.JSON["removed"]; r.Code != 0 || !reflect.DeepEqual(got, []any{shimPath}) {
-		t.Fatalf("uninstall: exit %d removed %v, want [%s]", r.Code, got, shimPath)
+	// The sequencer's proc-receive shim is never in a dispatcher (git runs
+	// that hook only by its own name): it goes too.
+	seqShim := filepath.Join(hooksDir, "proc-receive")
+	if got := r.JSON["removed"]; r.Code != 0 || !reflect.DeepEqual(got, []any{shimPath, seqShim}) {
+		t.Fatalf("uninstall: exit %d removed %v, want [%s %s]", r.Code, got, shimPath, seqShim)
+	}
+	if v, err := netGit(bare, nil, "config", "--get-all", "receive.procReceiveRefs"); err == nil {
+		t.Fatalf("uninstall left receive.procReceiveRefs = %s", v)
 	}
 	layoutIntact("after uninstall")
 	if m, _ := filepath.Glob(filepath.Join(hooksDir, "*", "*tally*")); len(m) != 0 {
@@ -303,6 +309,13 @@ func TestHooksUninstallEverything(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(bare, "hooks", "pre-receive")); err == nil {
 		t.Fatalf("install --server with custom_hooks also wrote hooks/pre-receive")
+	}
+	// Gitaly runs its own proc-receive: no sequencer there.
+	if seq, _ := r.JSON["sequencer"].(map[string]any); seq["skipped"] == nil || seq["shim"] != nil {
+		t.Fatalf("install --server with custom_hooks: sequencer %v, want it skipped", r.JSON["sequencer"])
+	}
+	if _, err := os.Lstat(filepath.Join(bare, "hooks", "proc-receive")); err == nil {
+		t.Fatalf("install --server with custom_hooks wrote hooks/proc-receive")
 	}
 	if s := installedHook(t, hookStatus(t, bare), "pre-receive"); s["placement"] != "custom_hooks" || s["shim"] != shimPath || s["active"] != true {
 		t.Fatalf("status with custom_hooks: %v", s)

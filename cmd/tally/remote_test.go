@@ -54,6 +54,9 @@ func newNetCluster(t testing.TB, kind gitserver.Kind, serverEnv ...string) *netC
 	t.Helper()
 	root := t.TempDir()
 	bare := gitserver.NewBare(t, root, "shared.git")
+	// The server's sequencer appends like a local writer, and so may start a
+	// background compaction there: it ends before the directory goes.
+	t.Cleanup(func() { testrepo.WaitCompaction(t, bare) })
 	base := gitserver.Start(t, kind, root, serverEnv...)
 	return &netCluster{t: t, kind: kind, bare: bare, url: base + "/shared.git", bin: testrepo.Tally(t)}
 }

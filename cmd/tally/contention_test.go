@@ -1,0 +1,287 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tally-dev/tally/internal/gitserver"
+	"github.com/tally-dev/tally/internal/testrepo"
+)
+
+// serverHook runs the bare repository's pre-receive check the way
+// receive-pack runs it (GIT_DIR set, "<old> <new> <ref>" on stdin) and
+// returns its exit code and stderr.
+func serverHook(t *testing.T, bin, bare, stdin string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "hook", "pre-receive")
+	cmd.Dir, cmd.Env = bare, testrepo.Env("GIT_DIR="+bare)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatalf("tally hook pre-receive: %v", err)
+	}
+	return 0, string(out)
+}
+
+// TestPreReceiveLostRaceFirst: a push whose old ledger value is no longer the
+// server's is refused before its entries are looked at, with the stable
+// lost-race line naming the current tip and a retry hint; the same forged
+// commit pushed on the current tip is judged by the verifier instead.
+func TestPreReceiveLostRaceFirst(t *testing.T) {
+	c := newNetCluster(t, gitserver.GitDaemon)
+	seed := c.seeded("race", 2)
+	t1 := c.serverTip()
+	c.ok(seed, "agent-0", nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	t2 := c.serverTip()
+	forge := func(parent string) string {
+		return testrepo.Git(t, c.bare, "commit-tree", parent+"^{tree}", "-p", parent, "-m", "not an entry")
+	}
+	exit, out := serverHook(t, c.bin, c.bare, t1+" "+forge(t1)+" refs/tally/ledger\n")
+	line := regexp.MustCompile(`(?m)^tally: refused refs/tally/ledger: CONFLICT: the ledger moved from ` + t1 + ` to ` + t2 + `; retry-after-ms=([0-9]+)$`).FindStringSubmatch(out)
+	if exit != 1 || line == nil {
+		t.Fatalf("stale push: exit %d, want the lost-race refusal:\n%s", exit, out)
+	}
+	if ms, _ := strconv.Atoi(line[1]); ms < 5 || ms > 1000 {
+		t.Fatalf("retry hint %d ms for one entry landed, want within [5, 1000]", ms)
+	}
+	exit, out = serverHook(t, c.bin, c.bare, t2+" "+forge(t2)+" refs/tally/ledger\n")
+	if exit != 1 || !strings.Contains(out, "tally: refused refs/tally/ledger: ") || strings.Contains(out, "CONFLICT") {
+		t.Fatalf("forged entry on the current tip: exit %d, want the verifier's refusal:\n%s", exit, out)
+	}
+}
+
+// pushedLedgerUpdates counts the server's ledger updates that receive-pack
+// made from a pushed compare-and-swap: it logs each ref update it makes with
+// the message "push" (NewBare keeps a reflog of every ref), where the
+// sequencer's appends are tally's own.
+func pushedLedgerUpdates(t testing.TB, bare string) int {
+	t.Helper()
+	out := testrepo.Git(t, bare, "reflog", "show", "--format=%gs", "refs/tally/ledger")
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) == "push" {
+			n++
+		}
+	}
+	return n
+}
+
+// sequenced turns the sequencer on in each clone (git config tally.sequencer).
+func sequenced(t testing.TB, dirs ...string) {
+	for _, d := range dirs {
+		testrepo.Git(t, d, "config", "tally.sequencer", "true")
+	}
+}
+
+// TestSequencedClaimNext: with the sequencer on, agents' claim --next goes to
+// the server as a request, round after round with all agents at once: every
+// agent gets a cell, none twice, the server's ledger holds exactly the
+// claims the agents were told about (by them, one per cell), no request ref
+// is left on the server, and the ledger verifies.
+func TestSequencedClaimNext(t *testing.T) {
+	rounds, agents := 4, 6
+	if netStress() {
+		rounds = 30
+	}
+	for _, kind := range gitserver.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			c := newNetCluster(t, kind)
+			seed := c.seeded("seq", rounds*agents)
+			dirs := c.agents(agents)
+			sequenced(t, dirs...)
+			told := map[string]string{}
+			for round := 0; round < rounds; round++ {
+				out := netTogether(agents, func(i int) testrepo.Result {
+					return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+				})
+				for i, p := range out {
+					if p.Err != nil || p.Code != 0 {
+						t.Fatalf("round %d %s: %s %v", round, netAgent(i), p, p.Err)
+					}
+					key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+					if prev, ok := told[key]; ok {
+						t.Fatalf("%s granted to %s and %s", key, prev, netAgent(i))
+					}
+					told[key] = netAgent(i)
+				}
+			}
+			claims := map[string][]string{}
+			for _, e := range netLedger(t, c.bare) {
+				if e.Kind == "claim" {
+					claims[e.cell()] = append(claims[e.cell()], e.Actor)
+				}
+			}
+			if len(claims) != len(told) {
+				t.Fatalf("server ledger has claims of %d cells, agents were told %d", len(claims), len(told))
+			}
+			for cell, who := range told {
+				if got := claims[cell]; len(got) != 1 || got[0] != who {
+					t.Fatalf("%s: server ledger has claims by %v, agent told %s", cell, got, who)
+				}
+			}
+			if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+				t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+			}
+			if refs := c.lsRemote(); strings.Contains(refs, "refs/for/") {
+				t.Fatalf("request refs left on the server:\n%s", refs)
+			}
+			res := c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+			if res["entries"] != float64(2+rounds*agents) {
+				t.Fatalf("remote verify: %v", res)
+			}
+		})
+	}
+}
+
+// killingSequencer replaces the bare repository's proc-receive shim with a
+// wrapper that runs it and, while the file mode in the repository says so,
+// kills it with SIGKILL after it has written the first limit bytes of its
+// answer: "18" is right after its version reply (while it reads the request
+// or appends), "34" in the middle of the "ok" line of a one-request push (the
+// entry has landed; its old-oid and new-oid never reach the client). Any
+// other content lets it answer.
+func killingSequencer(t *testing.T, bare string) (mode string) {
+	t.Helper()
+	shim := filepath.Join(bare, "hooks", "proc-receive")
+	real := shim + ".real"
+	if err := os.Rename(shim, real); err != nil {
+		t.Fatal(err)
+	}
+	mode = filepath.Join(bare, "kill-mode")
+	script := `#!/bin/sh
+limit=$(cat '` + mode + `' 2>/dev/null)
+case "$limit" in
+18|34) ;;
+*) exec '` + real + `' "$@" ;;
+esac
+dir=$(mktemp -d) || exit 1
+mkfifo "$dir/out"
+exec 3<&0 # an asynchronous command's own stdin is /dev/null
+'` + real + `' "$@" <&3 >"$dir/out" 2>>'` + mode + `.log' &
+pid=$!
+dd bs=1 count="$limit" <"$dir/out" 2>/dev/null # unbuffered, unlike head -c
+kill -9 "$pid"
+rm -rf "$dir"
+exit 1
+`
+	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return mode
+}
+
+// TestSequencedKill9: the sequencer killed with SIGKILL mid-request, in
+// rounds of concurrent requests: right after its version reply (the request
+// may or may not have been applied) and right after it accepted (applied,
+// but the answer is lost), between rounds where it answers. Every agent that
+// was told it got a cell has it in the server's ledger, every claim there
+// was told to its agent (a lost answer is found by the client, never
+// granted twice), no cell is claimed twice, requests after the kills are
+// served (no lock was left behind), and the ledger verifies.
+func TestSequencedKill9(t *testing.T) {
+	rounds, agents := 6, 4
+	if netStress() {
+		rounds = 30
+	}
+	c := newNetCluster(t, gitserver.GitDaemon)
+	seed := c.seeded("kill", rounds*agents)
+	dirs := c.agents(agents)
+	sequenced(t, dirs...)
+	mode := killingSequencer(t, c.bare)
+	told := map[string]string{}
+	failed := 0
+	for round := 0; round < rounds; round++ {
+		limit := []string{"18", "34", "none"}[round%3]
+		if err := os.WriteFile(mode, []byte(limit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := netTogether(agents, func(i int) testrepo.Result {
+			return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		})
+		for i, p := range out {
+			switch {
+			case p.Err != nil:
+				t.Fatalf("round %d: %s: %v", round, p, p.Err)
+			case p.Code == 0:
+				key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+				if prev, ok := told[key]; ok {
+					t.Fatalf("%s granted to %s and %s", key, prev, netAgent(i))
+				}
+				told[key] = netAgent(i)
+			case limit == "18" && p.Code == 1 && p.ErrorCode() == "REMOTE-UNREACHABLE":
+				failed++ // killed before it applied the request
+			default:
+				b, _ := os.ReadFile(mode + ".log")
+				t.Logf("hook log: %s", b)
+				t.Fatalf("round %d (kill after %s bytes): %s", round, limit, p)
+			}
+		}
+	}
+	claims := map[string][]string{}
+	for _, e := range netLedger(t, c.bare) {
+		if e.Kind == "claim" {
+			claims[e.cell()] = append(claims[e.cell()], e.Actor)
+		}
+	}
+	for cell, who := range told {
+		if got := claims[cell]; len(got) != 1 || got[0] != who {
+			t.Fatalf("%s: server ledger has claims by %v, agent told %s", cell, got, who)
+		}
+	}
+	if len(claims) != len(told) {
+		t.Fatalf("server ledger has claims of %d cells, agents were told of %d: an applied request was lost to its agent", len(claims), len(told))
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+	}
+	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+	t.Logf("%d rounds x %d agents: %d claims told and in the ledger, %d requests killed before applying", rounds, agents, len(told), failed)
+}
+
+// TestSequencedPushers: over git http-backend behind basic auth with pushers
+// bound, the sequencer judges a request's actor by who pushed it, as
+// pre-receive judges a pushed entry: bob's credentials asking for a cell as
+// alice are refused (PUSHER-DENIED, exit 2), an anonymous request is refused
+// (PUSHER-UNKNOWN), and neither moves the server's ledger; bob as bob gets
+// his cell.
+func TestSequencedPushers(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	bare := gitserver.NewBare(t, root, "shared.git")
+	pw := map[string]string{"admin": "pw-admin", "bob": "pw-bob"}
+	base := gitserver.HTTPAuth(t, root, pw)
+	c := &pusherCluster{netCluster: &netCluster{t: t, kind: gitserver.SmartHTTP, bare: bare, bin: testrepo.Tally(t)},
+		urls: map[string]string{"": base + gitserver.AnonPrefix + "/shared.git"}}
+	for user, pass := range pw {
+		c.urls[user] = strings.Replace(base, "http://", "http://"+user+":"+pass+"@", 1) + "/shared.git"
+	}
+	c.url = c.urls["admin"]
+	seed := c.as("admin").clone("seed")
+	c.ok(seed, "admin", nil, "--remote", "origin", "init")
+	c.ok(seed, "admin", nil, "--remote", "origin", "plan", netPlan(t, seed, "pw", 4, nil))
+	c.ok(seed, "admin", nil, "--remote", "origin", "policy", "set-pushers", "admin=*", "bob=bob")
+	bob := c.as("bob").clone("bob")
+	anon := c.as("").clone("anon")
+	sequenced(t, bob, anon)
+	before := c.serverTip()
+	p := c.refused(2, "PUSHER-DENIED", bob, "alice", nil, "--remote", "origin", "claim", "--next")
+	if msg, _ := p.ErrorField("message").(string); !strings.Contains(msg, "pusher bob (REMOTE_USER) may not push entries of actor alice") {
+		t.Fatalf("refusal does not name pusher and actor: %s", p)
+	}
+	c.refused(2, "PUSHER-UNKNOWN", anon, "alice", nil, "--remote", "origin", "claim", "--next")
+	if after := c.serverTip(); after != before {
+		t.Fatalf("refused requests moved the server's ledger from %s to %s", before, after)
+	}
+	if got := c.ok(bob, "bob", nil, "--remote", "origin", "claim", "--next"); got["cell"] != "c000" {
+		t.Fatalf("bob's own claim: %v", got)
+	}
+}

@@ -1,0 +1,96 @@
+package gitstore
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// A request push sends one commit to a ref the server hands to its
+// proc-receive hook (receive.procReceiveRefs), which acts on it and reports
+// the ref it really moved. go-git asks for report-status v1 only, which
+// carries no such report, so request pushes go through the git CLI, which
+// speaks report-status v2.
+
+// RequestResult is the server's answer to a request push.
+type RequestResult struct {
+	// OK is true when the server accepted the request; Reason is its
+	// refusal otherwise.
+	OK     bool
+	Reason string
+	// Ref is the ref the server reports it moved (the pushed ref when it
+	// reported none), with the range Old..New printed for it ("" when
+	// none: a new reference).
+	Ref      string
+	Old, New string
+	// Said is what the server printed (its hooks' output), without the
+	// "remote:" prefixes.
+	Said string
+}
+
+// PushRequest pushes commit (with the objects it needs) to ref on the
+// remote with `git push --porcelain` and returns the server's answer for it.
+// A transport failure, or output without a status line for the push, wraps
+// ErrRemoteUnreachable (or ErrRemoteDenied): the request may or may not
+// have been acted on.
+func (r *Repo) PushRequest(remote, ref string, commit ObjectID) (*RequestResult, error) {
+	url, err := r.RemoteURL(remote)
+	if err != nil {
+		return nil, err
+	}
+	// core.abbrev=40: the porcelain range shows whole object names.
+	cmd := exec.Command("git", "-c", "core.abbrev=40", "push", "--porcelain", "--no-verify", "--quiet", url, commit.String()+":"+ref)
+	cmd.Dir = r.GitDir
+	cmd.Env = append(cmd.Environ(), "GIT_DIR="+r.GitDir, "GIT_TERMINAL_PROMPT=0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	text := strings.TrimSpace(stderr.String())
+	if res, ok := parsePorcelain(stdout.String(), commit.String()); ok {
+		res.Said = serverLines(plainText(text))
+		return res, nil
+	}
+	if runErr == nil {
+		runErr = fmt.Errorf("git push printed no status for %s", ref)
+	}
+	if deniedWords(text) {
+		return nil, fmt.Errorf("%w: %s", ErrRemoteDenied, plainText(text))
+	}
+	return nil, fmt.Errorf("%w: git push: %v: %s", ErrRemoteUnreachable, runErr, plainText(text))
+}
+
+// parsePorcelain reads the status line of the push of src from `git push
+// --porcelain` output: "<flag>\t<src>:<dst>\t<summary>" where a rejection's
+// summary is "[remote rejected] (<reason>)" and an update's "<old>..<new>"
+// or "[new reference]".
+func parsePorcelain(out, src string) (*RequestResult, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 || len(f[0]) != 1 {
+			continue
+		}
+		from, to, ok := strings.Cut(f[1], ":")
+		if !ok || from != src {
+			continue
+		}
+		res := &RequestResult{Ref: to}
+		if f[0] == "!" {
+			reason := f[2]
+			if i := strings.Index(reason, "("); i >= 0 && strings.HasSuffix(reason, ")") {
+				reason = reason[i+1 : len(reason)-1]
+			}
+			res.Reason = reason
+			return res, true
+		}
+		res.OK = true
+		if summary := strings.Fields(f[2]); len(summary) > 0 {
+			f[2] = summary[0]
+		}
+		if old, new, ok := strings.Cut(f[2], ".."); ok {
+			res.Old, res.New = old, strings.TrimPrefix(new, ".")
+		}
+		return res, true
+	}
+	return nil, false
+}

@@ -1,0 +1,210 @@
+package hooks
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/format/pktline"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// The server sequencer (FORMAT.md §9b) is git's proc-receive hook:
+// receive-pack hands it the commands for refs under receive.procReceiveRefs
+// (tally's: ledger.RequestPrefix) after pre-receive has passed and the pushed
+// objects are in the repository, and the hook moves whatever refs it likes
+// and reports the result.
+
+// ProcReceiveConfig is the git configuration variable (multi-valued) that
+// routes request refs to the proc-receive hook.
+const ProcReceiveConfig = "receive.procReceiveRefs"
+
+// Answer is the proc-receive hook's result for one request: accepted, with
+// the ledger ref's old and new value, or refused with Reason.
+type Answer struct {
+	OK       bool
+	Reason   string
+	Ref      string // the ref the request moved
+	Old, New gitstore.ObjectID
+}
+
+// ProcReceive speaks git's proc-receive protocol (version 1) on in and out:
+// it reads the version lines and answers version 1 with no capabilities,
+// reads the commands, calls handle for each in order and reports its answer.
+// A command whose handling fails is refused with the error's code.
+func ProcReceive(in io.Reader, out io.Writer, handle func(Update) Answer) error {
+	sc := pktline.NewScanner(in)
+	lines := func() ([]string, error) {
+		var got []string
+		for sc.Scan() {
+			b := sc.Bytes()
+			if len(b) == 0 {
+				return got, nil
+			}
+			got = append(got, strings.TrimSuffix(string(b), "\n"))
+		}
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+		return nil, io.ErrUnexpectedEOF
+	}
+	version, err := lines()
+	if err != nil {
+		return errs.Wrap("USAGE", err, "proc-receive: reading the version")
+	}
+	if len(version) == 0 || !strings.HasPrefix(version[0], "version=1") {
+		return errs.New("USAGE", "proc-receive: unsupported protocol %q", version)
+	}
+	enc := pktline.NewEncoder(out)
+	if err := enc.EncodeString("version=1\x00"); err != nil {
+		return err
+	}
+	if err := enc.Flush(); err != nil {
+		return err
+	}
+	commands, err := lines()
+	if err != nil {
+		return errs.Wrap("USAGE", err, "proc-receive: reading the commands")
+	}
+	var updates []Update
+	for _, c := range commands {
+		f := strings.Fields(c)
+		u, ok := Update{}, len(f) == 3
+		if ok {
+			u, ok = mkUpdate(f[2], f[0], f[1])
+		}
+		if !ok {
+			return errs.New("USAGE", "proc-receive: malformed command %q", c)
+		}
+		updates = append(updates, u)
+	}
+	for _, u := range updates {
+		a := handle(u)
+		if !a.OK {
+			enc.Encodef("ng %s %s", u.Ref, strings.ReplaceAll(a.Reason, "\n", " "))
+			continue
+		}
+		enc.Encodef("ok %s", u.Ref)
+		enc.Encodef("option refname %s", a.Ref)
+		enc.Encodef("option old-oid %s", a.Old)
+		if err := enc.Encodef("option new-oid %s", a.New); err != nil {
+			return err
+		}
+	}
+	return enc.Flush()
+}
+
+// Refusal is the Answer of a request the rules (or anything else) refused:
+// "tally <CODE>: <message>", as ledger.Request reads it back.
+func Refusal(err error) Answer {
+	e := errs.From(err)
+	return Answer{Reason: fmt.Sprintf("%s%s: %s", ledger.RequestRefusalPrefix, e.Code, e.Message)}
+}
+
+// sequencing reports whether repo routes request refs to proc-receive: one
+// value of ProcReceiveConfig covers ledger.RequestPrefix (git matches a
+// value as a ref prefix; values may start with a/ab modifiers "a:", "ab:").
+func sequencing(repo *gitstore.Repo) bool {
+	out, err := exec.Command("git", "--git-dir", repo.GitDir, "config", "--get-all", ProcReceiveConfig).Output()
+	if err != nil {
+		return false
+	}
+	for _, v := range strings.Fields(string(out)) {
+		if _, rest, ok := strings.Cut(v, ":"); ok {
+			v = rest
+		}
+		v = strings.TrimSuffix(v, "/")
+		if v == ledger.RequestPrefix || strings.HasPrefix(ledger.RequestPrefix, v+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRequest is pre-receive's judgment of a push to a request ref: passed
+// on to proc-receive where the repository routes requests there, refused
+// otherwise (git would store the request as a plain ref).
+func (c *Checker) checkRequest(u Update) []Finding {
+	if c.Server && sequencing(c.L.Repo) {
+		return nil
+	}
+	return []Finding{{Ref: u.Ref, Code: "POLICY", Message: fmt.Sprintf(
+		"%s/* are requests to the server's sequencer, which this repository does not run (%s; tally hooks install --server sets it up)",
+		ledger.RequestPrefix, ProcReceiveConfig)}}
+}
+
+// PusherGuard returns the check a sequenced request's entry must pass
+// before it is built: the pusher binding of the policy on the snapshot the
+// entry is built on (the binding in force just before it), judged exactly as
+// pre-receive judges a pushed entry of that actor (checkPusher).
+func PusherGuard(env Env) func(s *ledger.Snapshot, actor, kind string) error {
+	return func(s *ledger.Snapshot, actor, kind string) error {
+		p, err := lease.ReadPolicy(s)
+		if err != nil {
+			return err
+		}
+		pusher, known := IdentifyPusher(env, p.PusherVar)
+		return checkPusher(p, pusher, known, &ledger.Applied{Entry: &chain.Entry{Seq: s.Meta.Size, Actor: actor, Kind: kind}})
+	}
+}
+
+// SequencerHook is the hook that serves requests.
+const SequencerHook = "proc-receive"
+
+// Sequencer is what InstallSequencer did: the shim written ("" if none)
+// or why the server does not sequence.
+type Sequencer struct {
+	Shim    string `json:"shim,omitempty"`
+	Refs    string `json:"refs,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// InstallSequencer sets a bare repository up to serve requests: a
+// proc-receive shim at <hooks>/proc-receive calling tally (git runs that hook
+// by its own name only, never through a <hook>.d/ dispatcher, and it cannot
+// be chained: one process answers the protocol) and ProcReceiveConfig
+// covering ledger.RequestPrefix. It leaves everything alone, saying why, when
+// another proc-receive hook is there (Gitea's AGit flow, for example) or the
+// repository is GitLab's (Gitaly runs its own proc-receive and ignores
+// hooks/).
+func InstallSequencer(repo *gitstore.Repo, tallyPath string) (*Sequencer, error) {
+	loc := locations(repo, SequencerHook)[2]
+	if isDir(filepath.Join(repo.CommonDir, "custom_hooks")) {
+		return &Sequencer{Skipped: "GitLab (custom_hooks/): Gitaly runs its own proc-receive; clients keep compare-and-swap"}, nil
+	}
+	if _, err := os.Lstat(loc.Path); err == nil && !isShim(loc.Path) {
+		return &Sequencer{Skipped: loc.Path + " is another proc-receive hook; clients keep compare-and-swap"}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(loc.Path), 0o755); err != nil {
+		return nil, err
+	}
+	tmp := loc.Path + ".tally-tmp"
+	if err := os.WriteFile(tmp, []byte(shim(SequencerHook, tallyPath, false)), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, loc.Path); err != nil {
+		os.Remove(tmp)
+		return nil, err
+	}
+	if !sequencing(repo) {
+		if out, err := exec.Command("git", "--git-dir", repo.GitDir, "config", "--add", ProcReceiveConfig, ledger.RequestPrefix).CombinedOutput(); err != nil {
+			return nil, errs.Wrap("INTERNAL", err, "git config --add %s: %s", ProcReceiveConfig, out)
+		}
+	}
+	return &Sequencer{Shim: loc.Path, Refs: ledger.RequestPrefix}, nil
+}
+
+// uninstallSequencer removes the ProcReceiveConfig value InstallSequencer
+// added (after its shim has gone).
+func uninstallSequencer(repo *gitstore.Repo) {
+	exec.Command("git", "--git-dir", repo.GitDir, "config", "--unset-all", ProcReceiveConfig, "^"+regexp.QuoteMeta(ledger.RequestPrefix)+"$").Run()
+}

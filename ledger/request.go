@@ -1,0 +1,147 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+)
+
+// Server sequencing (FORMAT.md §9b). Where the server runs tally's
+// proc-receive hook, a client does not race for the ledger ref: it pushes an
+// intent (a request, as canonical JSON) to a ref under RequestPrefix, and the
+// server decides and appends the entry itself, under its writer lock, with
+// the same append path and rules as any local append, and reports the
+// ledger's old and new value in the push result. The client then fetches and
+// verifies the ledger as always and reads its entry there. No client ever
+// loses a compare-and-swap.
+
+// RequestPrefix is the ref prefix of requests (receive.procReceiveRefs).
+const RequestPrefix = "refs/for/tally"
+
+// RequestRef is the ref a request of op is pushed to.
+func RequestRef(op string) string { return RequestPrefix + "/" + op }
+
+// RequestRefusalPrefix starts the reason of a request the server refused by
+// tally's rules: "tally <CODE>: <message>".
+const RequestRefusalPrefix = "tally "
+
+// Request sends the intent intent (canonical JSON) as op to the remote's
+// sequencer and returns the entry the server appended for it, fetched and
+// verified. mine recognizes the entry among those that landed since this
+// clone's record of the remote, for when the answer was lost (the hook or
+// the connection died after the append): then the request is found or
+// reported REMOTE-UNREACHABLE, never sent twice. A refusal by the server's
+// rules comes back with the rule's code.
+func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) bool) (*Appended, error) {
+	known := l.readRemoteRecord(remote)
+	pw := gitstore.NewPackWriter()
+	tree := pw.Add(gitstore.TreeObject, nil)
+	who := gitstore.Ident{Name: "tally", Email: "tally", When: l.now().Unix(), TZ: "+0000"}
+	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: string(intent)}).Encode())
+	pack, err := pw.WriteTo(l.Repo.ObjectDir)
+	if err != nil {
+		return nil, err
+	}
+	defer gitstore.RemovePack(l.Repo.ObjectDir, pack) // the intent is the server's now
+	res, pushErr := l.Repo.PushRequest(remote, RequestRef(op), id)
+	switch {
+	case pushErr != nil && !errors.Is(pushErr, gitstore.ErrRemoteUnreachable):
+		return nil, remoteError(pushErr)
+	case pushErr == nil && !res.OK:
+		if rest, ok := strings.CutPrefix(res.Reason, RequestRefusalPrefix); ok {
+			if code, msg, ok := strings.Cut(rest, ": "); ok && errs.Known(code) {
+				return nil, errs.New(code, "remote %s: %s", remote, msg)
+			}
+		}
+		if strings.Contains(res.Reason, "hook declined") {
+			// pre-receive refused it: nothing reached the sequencer.
+			return nil, remoteError(fmt.Errorf("%w: %s", gitstore.ErrPushRejected, res.Said))
+		}
+		// Anything else (the sequencer died: "fail to run proc-receive
+		// hook") leaves the outcome unknown: look for the entry.
+		pushErr = fmt.Errorf("%w: the server answered %q", gitstore.ErrRemoteUnreachable, res.Reason)
+	case pushErr == nil && res.Ref != l.Ref:
+		// A server without the sequencer stores the request as a plain ref.
+		return nil, errs.New("USAGE", "remote %s does not sequence requests: it stored %s as a ref (unset git config %s here, and delete that ref on the server)",
+			remote, res.Ref, SequencerConfig)
+	}
+	fetched, err := l.FetchRemote(remote)
+	if err != nil {
+		return nil, err
+	}
+	tip := fetched
+	var found *Appended
+	from := known
+	if pushErr == nil {
+		// The server said which entry: its commit and the tip it was built on.
+		old, err1 := gitstore.ParseObjectID(res.Old)
+		new, err2 := gitstore.ParseObjectID(res.New)
+		if err1 != nil || err2 != nil {
+			return nil, errs.New("REMOTE-REJECTED", "remote %s answered the request without the ledger's old and new value (%q..%q)", remote, res.Old, res.New)
+		}
+		if in, err := l.holdsCommit(fetched, new); err != nil || !in {
+			return nil, errs.New("REMOTE-REJECTED", "remote %s reported entry commit %s, which its ledger %s does not hold", remote, new, fetched)
+		}
+		from, tip = old, new
+		mine = func(*Applied) bool { return true }
+	}
+	_, err = l.VerifyRangeEach(from, tip, func(a *Applied) error {
+		if found == nil && mine(a) {
+			found = &Appended{Applied: *a}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found == nil {
+		if pushErr == nil {
+			pushErr = errors.New("the reported range holds no entry")
+		}
+		return nil, errs.Wrap("REMOTE-UNREACHABLE", pushErr, "remote %s: the request's outcome is unknown and its entry is not in the ledger", remote)
+	}
+	if found.Commit, err = l.commitAtSeq(tip, found.Entry.Seq); err != nil {
+		return nil, err
+	}
+	l.fastForwardLocal(fetched, fetched)
+	return found, nil
+}
+
+// SequencerConfig is the git configuration variable of a clone that sends
+// claim --next to the remote's sequencer instead of racing for the ref.
+const SequencerConfig = "tally.sequencer"
+
+// holdsCommit reports whether the ledger at tip has commit among its
+// entries (tip itself or an ancestor at its own seq).
+func (l *Ledger) holdsCommit(tip, commit gitstore.ObjectID) (bool, error) {
+	snap, err := l.SnapshotAt(commit)
+	if err != nil || snap.Meta.Size == 0 {
+		return false, err
+	}
+	return l.holds(tip, snap.Meta.Size-1, snap.Meta.Head)
+}
+
+// commitAtSeq is the commit of entry seq in the ledger at tip: the ledger
+// has one commit per entry, so it is tip's (size-1-seq)-th first parent.
+func (l *Ledger) commitAtSeq(tip gitstore.ObjectID, seq uint64) (gitstore.ObjectID, error) {
+	db, err := l.Repo.Objects()
+	if err != nil {
+		return tip, err
+	}
+	snap, err := l.SnapshotAt(tip)
+	if err != nil {
+		return tip, err
+	}
+	id := tip
+	for n := snap.Meta.Size - 1; n > seq; n-- {
+		c, err := db.ReadCommit(id)
+		if err != nil || len(c.Parents) == 0 {
+			return tip, errs.New("CORRUPT", "ledger commit %s: no parent at seq %d", id, n)
+		}
+		id = c.Parents[0]
+	}
+	return id, nil
+}

@@ -1,0 +1,134 @@
+package tally
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// Server sequencing of claim --next (FORMAT.md §9b): the client sends its
+// intent, the server decides the cell where the state is and appends the
+// claim itself through the same build (claimBuild) and the same append path
+// as a local claim.
+
+// OpClaimNext is the request op of claim --next (its ref is
+// ledger.RequestRef(OpClaimNext)).
+const OpClaimNext = "claim-next"
+
+// Intent is a sequenced request, sent as its canonical JSON (RFC 8785) as
+// the message of a commit with the empty tree. Nonce makes every request a
+// new commit; Holder and Base are what the claim records about the
+// requesting process and its code base.
+type Intent struct {
+	V      int          `json:"v"`
+	Op     string       `json:"op"`
+	Actor  string       `json:"actor"`
+	Wave   string       `json:"wave,omitempty"`
+	TTL    int          `json:"ttl"`
+	Holder IntentHolder `json:"holder"`
+	Base   string       `json:"base,omitempty"`
+	Nonce  string       `json:"nonce"`
+}
+
+// IntentHolder is lease.HolderID as an intent carries it, with the claim
+// body's field names.
+type IntentHolder struct {
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
+	BootID   string `json:"boot_id,omitempty"`
+	PIDNS    uint64 `json:"pid_ns,omitempty"`
+	PIDStart uint64 `json:"pid_start,omitempty"`
+}
+
+func (h IntentHolder) id() lease.HolderID {
+	return lease.HolderID{Host: h.Host, PID: h.PID, BootID: h.BootID, PIDNS: h.PIDNS, PIDStart: h.PIDStart}
+}
+
+// claimRequest is Claim of the next ready cell through the remote's
+// sequencer.
+func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) (*LeaseResult, error) {
+	if c.Actor == "" {
+		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
+	}
+	nonce := make([]byte, 16)
+	rand.Read(nonce)
+	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, Wave: o.NextWave, TTL: o.TTL, Base: base, Nonce: hex.EncodeToString(nonce),
+		Holder: IntentHolder{Host: self.Host, PID: self.PID, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart}}
+	raw, err := chain.MarshalCanonical(in)
+	if err != nil {
+		return nil, err
+	}
+	// Only when the server's answer is lost is the entry looked for: this
+	// actor's claim --next recording this very process as its holder.
+	mine := func(a *ledger.Applied) bool {
+		b, ok := claimOf(a)
+		return ok && a.Entry.Actor == c.Actor && b.Next && b.Holder() == self
+	}
+	ap, err := c.L.Request(c.Remote(), OpClaimNext, raw, mine)
+	if err != nil {
+		return nil, err
+	}
+	b, ok := claimOf(&ap.Applied)
+	granted, isGrant := ap.Result.Effect.(*lease.Granted)
+	if !ok || !isGrant || ap.Entry.Actor != c.Actor {
+		return nil, errs.New("REMOTE-REJECTED", "remote %s answered the request with entry %d, which is not a claim granted to %s", c.Remote(), ap.Entry.Seq, c.Actor)
+	}
+	return &LeaseResult{appendedOf(ap), b.CellRef, granted}, nil
+}
+
+// claimOf is the claim body of an applied entry (ok false for other kinds).
+func claimOf(a *ledger.Applied) (*lease.ClaimBody, bool) {
+	if a.Entry.Kind != "claim" {
+		return nil, false
+	}
+	var b lease.ClaimBody
+	return &b, json.Unmarshal(a.Entry.Body, &b) == nil
+}
+
+// Guard judges, before an entry of actor and kind is built on s, whether
+// the request may append it (the server's pusher binding).
+type Guard func(s *ledger.Snapshot, actor, kind string) error
+
+// ServeRequest is the server's side of a request of op: it reads the
+// intent (canonical JSON of an Intent, else USAGE), and appends its entry to
+// this (the server's) ledger as the intent's actor, built by the same build
+// and appended by the same path as a local one, with guard checked on the
+// very snapshot the entry is built on.
+func (c *Client) ServeRequest(op string, raw []byte, guard Guard) (*ledger.Appended, error) {
+	canon, err := chain.Canonicalize(raw)
+	if err != nil || !bytes.Equal(canon, raw) {
+		return nil, errs.New("USAGE", "the request is not canonical JSON")
+	}
+	var in Intent
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return nil, errs.New("USAGE", "the request is not an intent: %v", err)
+	}
+	if in.V != 1 || in.Op != op || op != OpClaimNext {
+		return nil, errs.New("USAGE", "unsupported request: version %d, op %q pushed as %q (this server serves %s)", in.V, in.Op, op, OpClaimNext)
+	}
+	o := ClaimOptions{Next: true, NextWave: in.Wave, TTL: in.TTL}
+	if o.TTL == 0 {
+		o.TTL = lease.TTLDefault
+	}
+	var target lease.CellRef
+	build := claimBuild(o, lease.ModeClaim, in.Holder.id(), in.Base, &target)
+	out, err := c.L.AppendBatch(in.Actor, []ledger.BuildFunc{func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		if err := guard(s, in.Actor, "claim"); err != nil {
+			return nil, err
+		}
+		return build(s, now)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
