@@ -159,13 +159,15 @@ func remoteError(err error) error {
 
 // AppendRemote appends entries through the remote. The first attempt builds
 // on the remote tip this clone last knew and lets the push's compare-and-swap
-// tell whether it is still current. Whatever the push reports, the outcome is
-// decided by listing the remote ref (go-git can report success for a push the
-// server never applied): our commit there means we won; the old tip means the
-// push did not happen (retry; if the server said why, that is
-// REMOTE-REJECTED, or REMOTE-DENIED when it refused the user); anything else is fetched and verified, and then our entries
-// are either in it (another writer appended on top of ours: we won) or not (we
-// lost the race: rebuild on the new tip), with jittered backoff.
+// tell whether it is still current. A push git reports applied (the server's
+// report-status said ok) is won; any other outcome is decided by the remote
+// ref's value (the one a stale compare-and-swap saw, or a listing): our
+// commit there means we won; the old tip means the push did not happen
+// (retry; if the server said why, that is REMOTE-REJECTED, or REMOTE-DENIED
+// when it refused the user); anything else is fetched and verified, and then
+// our entries are either in it (another writer appended on top of ours: we
+// won) or not (we lost the race: rebuild on the new tip), with jittered
+// backoff.
 func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appended, error) {
 	var slot time.Duration
 	lost := 0
@@ -206,16 +208,18 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			return nil, err
 		}
 		t0 := time.Now()
-		pushErr := l.Repo.PushPack(remote, l.Ref, base, tip, pack)
+		pushErr := l.Repo.PushRef(remote, l.Ref, base, tip)
 		var cur gitstore.ObjectID
 		var moved *gitstore.RefMovedError
-		if errors.As(pushErr, &moved) && !moved.Current.IsZero() {
+		switch {
+		case pushErr == nil:
+			cur = tip // receive-pack reported the update applied
+		case errors.As(pushErr, &moved) && !moved.Current.IsZero():
 			cur = moved.Current // nothing was sent; no need to ask again
-		} else if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
-			if pushErr == nil {
-				return nil, errs.Wrap("REMOTE-UNREACHABLE", err, "remote %s: the push may have landed (run tally sync)", remote)
+		default:
+			if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
+				return nil, remoteError(err)
 			}
-			return nil, remoteError(err)
 		}
 		// A slot is about as long as an attempt takes, the time another writer
 		// needs to land; after k lost races, wait a random number of slots
@@ -237,9 +241,6 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 				return nil, remoteError(pushErr)
 			}
 			if attempt >= 3 {
-				if pushErr == nil {
-					pushErr = errors.New("the server did not apply the push")
-				}
 				return nil, remoteError(fmt.Errorf("%w: %v", gitstore.ErrRemoteUnreachable, pushErr))
 			}
 		default:
