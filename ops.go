@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -372,7 +371,7 @@ func (c *Client) doneWarnings(b *lease.DoneBody, paths []string) []string {
 	if c.L.Repo.WorkTree == "" {
 		return w
 	}
-	out, err := exec.Command("git", "-C", c.L.Repo.WorkTree, "status", "--porcelain=v1", "-z", "--untracked-files=no").Output()
+	out, err := c.L.Repo.Git("status", "--porcelain=v1", "-z", "--untracked-files=no")
 	if err != nil {
 		return append(w, "could not tell whether edits are left uncommitted: "+err.Error())
 	}

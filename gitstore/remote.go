@@ -371,7 +371,27 @@ func remoteFailure(err error, status string) error {
 		}
 		return fmt.Errorf("%w: %s", ErrPushRejected, said)
 	}
+	for _, c := range unreachableCauses {
+		for _, w := range c.words {
+			if strings.Contains(own, w) {
+				return fmt.Errorf("%w: %s: %s", ErrRemoteUnreachable, c.cause, msg)
+			}
+		}
+	}
 	return fmt.Errorf("%w: %s", ErrRemoteUnreachable, msg)
+}
+
+// unreachableCauses name, in the same words whatever the transport, why a
+// server could not be reached, from what git, curl (for HTTP) and ssh say.
+// curl does not tell a refused connection from an unreachable host.
+var unreachableCauses = []struct {
+	words []string
+	cause string
+}{
+	{[]string{"Connection refused"}, "connection refused"},
+	{[]string{"Couldn't connect to server"}, "could not connect (connection refused or host unreachable)"},
+	{[]string{"Could not resolve host", "Could not resolve hostname", "Name or service not known", "Temporary failure in name resolution"}, "host not found"},
+	{[]string{"timed out", "Timeout was reached"}, "timed out"},
 }
 
 // deniedPhrases are what servers and git say when a user is refused, in the

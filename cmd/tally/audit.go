@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -47,7 +46,7 @@ and an unsigned entry in the period. Exit 0 otherwise, findings listed.`,
 			}
 			defer c.Close()
 			if opt.Ref == "" {
-				out, err := exec.Command("git", "--git-dir", c.L.Repo.GitDir, "symbolic-ref", "-q", "HEAD").Output()
+				out, err := c.L.Repo.Git("symbolic-ref", "-q", "HEAD")
 				if err != nil {
 					return usageErr("HEAD is not on a branch: name the ref with --ref")
 				}
