@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +211,132 @@ func timedPreReceive(b *testing.B, bin, bare, stdin string) (wall, cpu time.Dura
 		b.Fatalf("tally hook pre-receive: %v\n%s", err, out.String())
 	}
 	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// BenchmarkRemoteTransport: one remote claim (`tally --remote origin claim
+// --next`, a whole process: fetch or cached tip, build, compare-and-swap
+// push) per transport — git daemon, smart HTTP, ssh (a real sshd) — beside
+// what git alone needs for the same compare-and-swap on the same server:
+// `git push --force-with-lease=<ref>:<old>` of a one-commit ref, and a `git
+// fetch` of the ledger followed by that push. With TALLY_BENCH_GOGIT set to
+// a tally binary built from before the git CLI transport (go-git's), it runs
+// too, in the same iterations (over ssh with an ssh-agent and
+// SSH_KNOWN_HOSTS, all go-git can use):
+//
+//	git -C /work/main worktree add --detach /tmp/gogit cd5838d && (cd /tmp/gogit && go build -o /tmp/tally-gogit ./cmd/tally)
+//	TMPDIR=/work/tmp TALLY_BENCH_REMOTE=1 TALLY_BENCH_GOGIT=/tmp/tally-gogit go test ./cmd/tally -run '^$' -bench RemoteTransport -benchtime 30x
+func BenchmarkRemoteTransport(b *testing.B) {
+	benchRemoteOn(b)
+	gogit := os.Getenv("TALLY_BENCH_GOGIT")
+	for _, kind := range []string{"daemon", "http", "ssh"} {
+		b.Run(kind, func(b *testing.B) {
+			root := b.TempDir()
+			bare := gitserver.NewBare(b, root, "shared.git")
+			c := &netCluster{t: b, kind: gitserver.GitDaemon, bare: bare, url: gitserver.Daemon(b, root) + "/shared.git", bin: testrepo.Tally(b)}
+			c.seeded("bench", 2*b.N+2)
+			var url string
+			var env, gogitEnv []string
+			switch kind {
+			case "daemon":
+				url = c.url
+			case "http":
+				url = gitserver.HTTP(b, root) + "/shared.git"
+			case "ssh":
+				srv := gitserver.SSH(b, root)
+				url = srv.URL + "/shared.git"
+				env = []string{"GIT_SSH_COMMAND=" + srv.Command(srv.Key), "SSH_AUTH_SOCK="}
+				if gogit != "" {
+					gogitEnv = benchSSHAgent(b, srv)
+				}
+			}
+			clone := func(name string, env []string) string {
+				dir := c.clone(name)
+				testrepo.Git(b, dir, "remote", "set-url", "origin", url)
+				if _, err := netGit(dir, env, "fetch", "-q", "origin"); err != nil {
+					b.Fatal(err)
+				}
+				return dir
+			}
+			cli, plain := clone("cli", env), clone("plain", env)
+			var old string
+			if gogit != "" {
+				old = clone("gogit", env)
+			}
+			claim := func(bin, dir string, env []string) time.Duration {
+				p := netRun(bin, dir, "bench", env, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+				if p.Err != nil || p.Code != 0 {
+					b.Fatalf("%s: %v", p, p.Err)
+				}
+				return p.Wall
+			}
+			tip := ""
+			push := func() time.Duration {
+				next, err := netGit(plain, nil, append([]string{"commit-tree", "-m", "cas"}, append(benchParent(tip), "HEAD^{tree}")...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				if _, err := netGit(plain, env, "push", "-q", "--porcelain", "--force-with-lease=refs/heads/cas:"+tip, "origin", next+":refs/heads/cas"); err != nil {
+					b.Fatal(err)
+				}
+				tip = next
+				return time.Since(start)
+			}
+			fetch := func() time.Duration {
+				start := time.Now()
+				if _, err := netGit(plain, env, "fetch", "-q", "origin", "+refs/tally/ledger:refs/remotes/origin/tally/ledger"); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}
+			walls := map[string][]time.Duration{}
+			b.ResetTimer()
+			for n := 0; n < b.N; n++ {
+				walls["tally-cli"] = append(walls["tally-cli"], claim(c.bin, cli, env))
+				if gogit != "" {
+					walls["tally-gogit"] = append(walls["tally-gogit"], claim(gogit, old, gogitEnv))
+				}
+				walls["git-push"] = append(walls["git-push"], push())
+				f := fetch()
+				walls["git-fetch+push"] = append(walls["git-fetch+push"], f+push())
+			}
+			b.StopTimer()
+			for name, w := range walls {
+				b.ReportMetric(float64(netPercentile(w, 50))/float64(time.Millisecond), name+"-p50-ms")
+			}
+		})
+	}
+}
+
+func benchParent(tip string) []string {
+	if tip == "" {
+		return nil
+	}
+	return []string{"-p", tip}
+}
+
+// benchSSHAgent starts an ssh-agent holding the server's user key and
+// returns the environment go-git's ssh transport needs to use it:
+// SSH_AUTH_SOCK and SSH_KNOWN_HOSTS (it reads no ssh command or config).
+func benchSSHAgent(b *testing.B, srv *gitserver.SSHServer) []string {
+	sock := filepath.Join(b.TempDir(), "agent.sock")
+	agent := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agent.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // startup polling only
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("ssh-agent did not start")
+		}
+	}
+	add := exec.Command("ssh-add", srv.Key)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		b.Fatalf("ssh-add: %v: %s", err, out)
+	}
+	return []string{"SSH_AUTH_SOCK=" + sock, "SSH_KNOWN_HOSTS=" + srv.KnownHosts}
 }
