@@ -252,8 +252,8 @@ func (r *Repo) syncNewPacks(before map[string]bool) error {
 // `git push --porcelain --force-with-lease=<ref>:<old> <remote> <new>:<ref>`.
 // It returns nil only when git reports the update applied (receive-pack's
 // report-status said ok for ref, or the remote already held new), a
-// *RefMovedError when nothing was sent because the remote ref no longer
-// held old, and otherwise an error wrapping ErrRemoteDenied,
+// *RefMovedError (wrapping ErrRefChanged) when nothing was sent because the
+// remote ref no longer held old, and otherwise an error wrapping ErrRemoteDenied,
 // ErrPushRejected (the server's hook refused; the message carries what it
 // printed) or ErrRemoteUnreachable, whose outcome the caller decides by
 // listing the remote ref.
@@ -276,12 +276,7 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 	case err == nil && found && flag != "!":
 		return nil
 	case found && summary == "[rejected] (stale info)":
-		// Nothing was sent. git does not print the value it saw: ask.
-		cur, err := r.ListRemoteRef(remote, ref)
-		if err != nil {
-			return err
-		}
-		return &RefMovedError{Current: cur}
+		return &RefMovedError{Ref: ref}
 	case err == nil:
 		return fmt.Errorf("%w: git push reported no status for %s", ErrRemoteUnreachable, ref)
 	}
@@ -298,14 +293,6 @@ func porcelainStatus(out, ref string) (flag, summary string, found bool) {
 		}
 	}
 	return "", "", false
-}
-
-func stderrOf(err error) string {
-	var ge *GitError
-	if errors.As(err, &ge) {
-		return ge.Stderr
-	}
-	return ""
 }
 
 // splitStderr parts git's stderr into what the server said (its "remote:"
@@ -464,8 +451,9 @@ func plainText(s string) string {
 }
 
 // RefMovedError reports a push not sent because the remote ref no longer held
-// the expected value; Current is its value then (zero if absent or unknown).
-type RefMovedError struct{ Current ObjectID }
+// the expected value when the server advertised it. git does not say what
+// it held: a caller that needs it fetches (it needs the objects anyway).
+type RefMovedError struct{ Ref string }
 
-func (e *RefMovedError) Error() string { return "remote ref moved to " + e.Current.String() }
+func (e *RefMovedError) Error() string { return "remote ref " + e.Ref + " moved" }
 func (e *RefMovedError) Unwrap() error { return ErrRefChanged }

@@ -160,9 +160,9 @@ func remoteError(err error) error {
 // AppendRemote appends entries through the remote. The first attempt builds
 // on the remote tip this clone last knew and lets the push's compare-and-swap
 // tell whether it is still current. A push git reports applied (the server's
-// report-status said ok) is won; any other outcome is decided by the remote
-// ref's value (the one a stale compare-and-swap saw, or a listing): our
-// commit there means we won; the old tip means the push did not happen
+// report-status said ok) is won; one not sent because the ref had moved is
+// lost (fetch and rebuild); any other outcome is decided by listing the
+// remote ref: our commit there means we won; the old tip means the push did not happen
 // (retry; if the server said why, that is REMOTE-REJECTED, or REMOTE-DENIED
 // when it refused the user); anything else is fetched and verified, and then
 // our entries are either in it (another writer appended on top of ours: we
@@ -210,12 +210,11 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		t0 := time.Now()
 		pushErr := l.Repo.PushRef(remote, l.Ref, base, tip)
 		var cur gitstore.ObjectID
-		var moved *gitstore.RefMovedError
+		moved := errors.Is(pushErr, gitstore.ErrRefChanged)
 		switch {
 		case pushErr == nil:
 			cur = tip // receive-pack reported the update applied
-		case errors.As(pushErr, &moved) && !moved.Current.IsZero():
-			cur = moved.Current // nothing was sent; no need to ask again
+		case moved: // nothing was sent: no need to ask what happened
 		default:
 			if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
 				return nil, remoteError(err)
@@ -227,6 +226,10 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		// instead of racing again together.
 		slot = time.Since(t0)
 		switch {
+		case moved:
+			// Another writer moved the ref since base: fetch, verify, rebuild.
+			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			fetch = true
 		case cur == tip:
 			if db, err := l.Repo.Objects(); err == nil {
 				db.AddPack(pack)

@@ -189,11 +189,12 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 		}
 		pushErr := l.Repo.PushRef(remote, NotesRef, theirs, next)
 		var cur gitstore.ObjectID
-		var moved *gitstore.RefMovedError
 		if pushErr == nil {
 			cur = next // receive-pack reported the update applied
-		} else if errors.As(pushErr, &moved) && !moved.Current.IsZero() {
-			cur = moved.Current
+		} else if errors.Is(pushErr, gitstore.ErrRefChanged) {
+			// Nothing was sent: another clone's notes landed first.
+			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			continue
 		} else if cur, err = l.Repo.ListRemoteRef(remote, NotesRef); err != nil {
 			// Landed or not, the next push finds out: it builds on what
 			// the remote then has.
