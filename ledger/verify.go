@@ -42,7 +42,7 @@ type verifiedRecord struct {
 	Hash   chain.Hash `json:"hash"`
 }
 
-func (l *Ledger) recordPath() string { return filepath.Join(l.LocalDir, "verified") }
+func (l *Ledger) recordPath() string { return l.Files.Verified() }
 
 // Verify re-derives the ledger from the repository and checks every entry
 // added since the last successful verification recorded in this clone (all of

@@ -218,7 +218,9 @@ func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *g
 
 // noteLinesOf returns the note lines of the receipts s holds for commit,
 // and for other commits of its tree (a rebase may copy their notes); none
-// without a ledger (s nil).
+// without a ledger (s nil). It is the one definition of a valid note line:
+// the notes push rule (CheckNotesPush) and receipt verify (checkNotes) both
+// use it.
 func noteLinesOf(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (map[string]bool, error) {
 	lines := map[string]bool{}
 	if s == nil {
@@ -234,7 +236,7 @@ func noteLinesOf(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (map[string
 			if err != nil {
 				return nil, err
 			}
-			lines[NoteLine(s.Meta.Origin, r.Seq, r.Hash.String(), r.Wave+"/"+r.Cell, r.Epoch)] = true
+			lines[r.noteLine(s.Meta.Origin)] = true
 		}
 	}
 	return lines, nil

@@ -85,7 +85,7 @@ func TestRemoteSSHCommand(t *testing.T) {
 	// A key the server does not accept.
 	before := c.serverTip()
 	p := c.refused(2, "REMOTE-DENIED", a, "alice", append(noAgent, "GIT_SSH_COMMAND="+srv.Command(srv.WrongKey)), "--remote", url, "claim", "w/c003")
-	if msg, _ := p.errField("message").(string); !strings.Contains(msg, "Permission denied (publickey)") {
+	if msg, _ := p.ErrorField("message").(string); !strings.Contains(msg, "Permission denied (publickey)") {
 		t.Fatalf("%s\nwant ssh's words in the message", p)
 	}
 	if after := c.serverTip(); after != before {
@@ -122,7 +122,7 @@ func TestRemoteHTTPCredentials(t *testing.T) {
 	b := c.clone("b")
 	helper(b, "wrong")
 	p := c.refused(2, "REMOTE-DENIED", b, "bob", nil, "--remote", url, "claim", "w/c001")
-	if msg, _ := p.errField("message").(string); !strings.Contains(msg, "Authentication failed") {
+	if msg, _ := p.ErrorField("message").(string); !strings.Contains(msg, "Authentication failed") {
 		t.Fatalf("%s\nwant git's words in the message", p)
 	}
 	n := c.clone("n") // no credentials anywhere: git would prompt for them
