@@ -1,11 +1,9 @@
 package tally
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -330,7 +328,6 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	// The work tree does not move with the ledger: its status runs in a git
 	// process beside the append instead of after it.
 	status := c.startStatus()
-	defer status.cancel()
 	prep, err := receipt.Prepare(c.L, req)
 	if err != nil {
 		return nil, err
@@ -373,41 +370,32 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 
 // worktreeStatus is a running `git status` of the work tree (startStatus).
 type worktreeStatus struct {
-	cmd *exec.Cmd
-	out bytes.Buffer
-	err error // from starting it
+	done chan struct{}
+	out  []byte
+	err  error
 }
 
 // startStatus starts `git status` of the work tree, or returns nil for a
 // bare repository. --no-optional-locks keeps it from refreshing the index
 // into .git/index under index.lock: a done must not take a lock the user's
-// own git commands (and the other agents' done) need.
+// own git commands (and the other agents' done) need. It only reads, so a
+// status nobody waits for (the done failed) is left to finish.
 func (c *Client) startStatus() *worktreeStatus {
 	if c.L.Repo.WorkTree == "" {
 		return nil
 	}
-	st := &worktreeStatus{cmd: exec.Command("git", "--no-optional-locks", "-C", c.L.Repo.WorkTree, "status", "--porcelain=v1", "-z", "--untracked-files=no")}
-	st.cmd.Stdout = &st.out
-	st.err = st.cmd.Start()
+	st := &worktreeStatus{done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		st.out, st.err = c.L.Repo.Git("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=no")
+	}()
 	return st
 }
 
 // wait returns the status output once git has exited.
 func (st *worktreeStatus) wait() ([]byte, error) {
-	if st.err == nil {
-		st.err = st.cmd.Wait()
-		st.cmd = nil
-	}
-	return st.out.Bytes(), st.err
-}
-
-// cancel kills a status nobody waited for (the done failed); nil and a
-// status already waited for are left alone.
-func (st *worktreeStatus) cancel() {
-	if st != nil && st.err == nil && st.cmd != nil {
-		st.cmd.Process.Kill()
-		st.cmd.Wait()
-	}
+	<-st.done
+	return st.out, st.err
 }
 
 // doneWarnings are the questions a receipt raises (DoneResult.Warnings).

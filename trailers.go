@@ -1,7 +1,6 @@
 package tally
 
 import (
-	"os/exec"
 	"strings"
 
 	"github.com/tally-dev/tally/anchor"
@@ -23,10 +22,9 @@ func (c *Client) StampCommitMessage(file string) (*anchor.Checkpoint, error) {
 		return nil, err
 	}
 	cp := anchor.FromMeta(s.Meta)
-	out, err := exec.Command("git", "-C", c.repoDir(), "interpret-trailers", "--in-place", "--if-exists", "replace",
-		"--trailer", anchor.TrailerKey+": "+cp.Trailer(), file).CombinedOutput()
-	if err != nil {
-		return nil, errs.New("INTERNAL", "git interpret-trailers: %v: %s", err, strings.TrimSpace(string(out)))
+	if _, err := gitstore.RunGit(c.repoDir(), "interpret-trailers", "--in-place", "--if-exists", "replace",
+		"--trailer", anchor.TrailerKey+": "+cp.Trailer(), file); err != nil {
+		return nil, errs.New("INTERNAL", "%v", err)
 	}
 	return &cp, nil
 }
@@ -46,7 +44,7 @@ func (c *Client) CheckTrailers(ledgerCommit gitstore.ObjectID, rev string) ([]Tr
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command("git", "-C", c.repoDir(), "log", "--format=%H%x1f%(trailers:key="+anchor.TrailerKey+",valueonly,separator=%x1d)%x1e", rev, "--").Output()
+	out, err := gitstore.RunGit(c.repoDir(), "log", "--format=%H%x1f%(trailers:key="+anchor.TrailerKey+",valueonly,separator=%x1d)%x1e", rev, "--")
 	if err != nil {
 		return nil, errs.New("USAGE", "git log %s: %v", rev, err)
 	}

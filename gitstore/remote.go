@@ -1,46 +1,44 @@
 package gitstore
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/plumbing/format/pktline"
-	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
-	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
-	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/plumbing/transport/client"
-	"github.com/go-git/go-git/v5/storage/filesystem"
 	"golang.org/x/net/html"
 )
 
-// Remote transport goes through go-git, against any git server (file://,
-// git://, http(s)://, ssh://). A push is a compare-and-swap: receive-pack
-// applies each ref update only if the ref still holds the old value the
-// client sent, atomically on the server. Error texts vary between servers,
-// so callers decide what happened by listing the remote ref afterwards.
+// Remote transport is the git CLI's: `git ls-remote`, `git fetch` and `git
+// push` run with the user's configuration, so tally reaches every remote
+// `git fetch` and `git push` reach, the way they reach it: ssh through
+// GIT_SSH_COMMAND, core.sshCommand and ~/.ssh/config, HTTP(S) credentials
+// through credential helpers, http.extraHeader, url.<base>.insteadOf,
+// proxies. A push is a compare-and-swap (--force-with-lease with the
+// expected old value): git sends "old new ref", and receive-pack applies the
+// update only if the ref still holds old, atomically in its ref transaction.
+// git never prompts (remoteEnv), and what happened is decided from git's
+// porcelain report and stderr in one place (remoteFailure).
 
 // ErrRemoteUnreachable wraps transport failures (connection, protocol).
 var ErrRemoteUnreachable = errors.New("remote unreachable")
 
 // ErrRemoteDenied wraps refusals of who is asking rather than of what was
-// sent: authentication required or failed (HTTP 401), permission refused
-// (HTTP 403, gitolite's "DENIED by", ssh's "Permission denied (publickey)"),
-// a git daemon that does not serve the request ("service not enabled", its
-// access hook's refusal, any ERR line it answers with) and a repository the
-// server says is not there (servers answer so for repositories the user may
-// not see). Retrying unchanged cannot help; the message carries what the
-// server said, as plain text.
+// sent: authentication required or failed (HTTP 401, credentials git could
+// not get without a prompt), permission refused (HTTP 403, gitolite's
+// "DENIED by", ssh's "Permission denied (publickey)", an unknown ssh host
+// key), a git daemon that does not serve the request ("service not
+// enabled", its access hook's refusal, any ERR line it answers with, which
+// git prints as "remote error: …") and a repository the server says is not
+// there (servers answer so for repositories the user may not see). Retrying
+// unchanged cannot help; the message carries what the server said, as plain
+// text.
 var ErrRemoteDenied = errors.New("remote denied access")
 
 // ErrPushRejected wraps a push the server refused for a reason other than
@@ -55,13 +53,6 @@ var ErrNoRemote = errors.New("no such remote")
 // remoteTimeout bounds one network operation.
 const remoteTimeout = 60 * time.Second
 
-// goRepo opens the repository with go-git (for its transports only).
-func (r *Repo) goRepo() (*git.Repository, error) {
-	st := filesystem.NewStorageWithOptions(osfs.New(r.CommonDir), cache.NewObjectLRUDefault(),
-		filesystem.Options{AlternatesFS: osfs.New("/")})
-	return git.Open(st, nil)
-}
-
 // RemoteURL returns the URL of a configured remote, or name itself when it
 // looks like a URL or a path.
 func (r *Repo) RemoteURL(name string) (string, error) {
@@ -74,40 +65,102 @@ func (r *Repo) RemoteURL(name string) (string, error) {
 	return "", fmt.Errorf("%w: no remote named %q (git remote -v lists them)", ErrNoRemote, name)
 }
 
-func (r *Repo) goRemote(name string) (*git.Remote, error) {
-	url, err := r.RemoteURL(name)
-	if err != nil {
+// remoteGit runs one network command of the git CLI against remote (a
+// configured remote's name, or a URL or path) in the repository, with
+// remoteEnv; args go before the remote, rest after it.
+func (r *Repo) remoteGit(remote string, args []string, rest ...string) ([]byte, error) {
+	if _, err := r.RemoteURL(remote); err != nil {
 		return nil, err
 	}
-	repo, err := r.goRepo()
+	argv := append(append(args[:len(args):len(args)], "--", remote), rest...)
+	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout}.Run()
+	var ge *GitError
+	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
+		service := "git-upload-pack"
+		if slices.Contains(args, "push") {
+			service = "git-receive-pack"
+		}
+		if page := r.httpErrorPage(remote, service); page != "" {
+			ge.Stderr = "remote: " + page + "\n" + ge.Stderr
+		}
+	}
+	return out, err
+}
+
+// httpErrorPage asks an HTTP(S) remote once more, for service's ref
+// advertisement, and returns the body of the error it answers, as plain
+// text ("" when it answers no error, or says it as text/plain, which git
+// has shown already). git shows an error's body only when it is text/plain,
+// and a web server's HTML error page is often where it says why. The URL is
+// git's (insteadOf applied), the credentials those in it or git's
+// credential helpers'. The page is for the message, never for a decision.
+func (r *Repo) httpErrorPage(remote, service string) string {
+	out, err := r.Git("ls-remote", "--get-url", "--", remote)
 	if err != nil {
-		return nil, err
+		return ""
 	}
-	rname := name
-	if strings.ContainsAny(rname, "/:") {
-		rname = "tally-url"
+	u, err := url.Parse(strings.TrimSpace(string(out)))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
 	}
-	return git.NewRemote(repo.Storer, &config.RemoteConfig{Name: rname, URLs: []string{url}}), nil
+	if u.User == nil {
+		fill := GitRun{Dir: r.gitRunDir(), Args: []string{"credential", "fill"}, Env: r.remoteEnv(), Timeout: remoteTimeout,
+			Stdin: strings.NewReader("protocol=" + u.Scheme + "\nhost=" + u.Host + "\npath=" + strings.TrimPrefix(u.Path, "/") + "\n\n")}
+		if cred, err := fill.Run(); err == nil {
+			var user, pass string
+			for _, l := range strings.Split(string(cred), "\n") {
+				if v, ok := strings.CutPrefix(l, "username="); ok {
+					user = v
+				} else if v, ok := strings.CutPrefix(l, "password="); ok {
+					pass = v
+				}
+			}
+			u.User = url.UserPassword(user, pass)
+		}
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/info/refs"
+	u.RawQuery = "service=" + service
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(u.String())
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 400 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		return ""
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return strings.TrimSpace(plainText(string(body)))
+}
+
+// remoteEnv is the environment git's network commands run with. git never
+// prompts: a prompt would hang an agent (it may have a terminal it does not
+// watch), so GIT_TERMINAL_PROMPT=0, and ssh runs with BatchMode=yes unless
+// the user names an ssh command of their own (GIT_SSH_COMMAND, GIT_SSH or
+// core.sshCommand), which is then run as git runs it. Messages are git's
+// untranslated ones (LC_ALL=C), which remoteFailure classifies; what the
+// server says passes through unchanged.
+func (r *Repo) remoteEnv() []string {
+	env := []string{"GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "LANGUAGE="}
+	if os.Getenv("GIT_SSH_COMMAND") == "" && os.Getenv("GIT_SSH") == "" {
+		if _, ok := r.ConfigValue("core.sshCommand"); !ok {
+			env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+		}
+	}
+	return env
 }
 
 // ListRemoteRef returns the value of ref on the remote (zero if absent).
 func (r *Repo) ListRemoteRef(remote, ref string) (ObjectID, error) {
-	rm, err := r.goRemote(remote)
+	out, err := r.remoteGit(remote, []string{"ls-remote"}, ref)
 	if err != nil {
-		return ObjectID{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
-	defer cancel()
-	refs, err := rm.ListContext(ctx, &git.ListOptions{})
-	if err != nil {
-		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
-			return ObjectID{}, nil
-		}
 		return ObjectID{}, remoteFailure(err, "")
 	}
-	for _, x := range refs {
-		if x.Name().String() == ref {
-			return ObjectID(x.Hash()), nil
+	// ls-remote matches patterns against the tail of each name: keep the
+	// exact one.
+	for _, line := range strings.Split(string(out), "\n") {
+		if hex, name, ok := strings.Cut(line, "\t"); ok && name == ref {
+			return ParseObjectID(hex)
 		}
 	}
 	return ObjectID{}, nil
@@ -122,27 +175,31 @@ type RefPair struct{ Ref, Tracking string }
 // the fetched tip never reference objects that a crash could lose.
 //
 // The same fetch (one round trip) also brings each optional ref the remote
-// has into its tracking ref. go-git fails a whole fetch for an exact ref the
+// has into its tracking ref. git fails a whole fetch for an exact ref the
 // remote lacks, so an optional ref is asked for as the pattern "Ref*" (into
 // "Tracking*"), which may match nothing: remote refs that merely start with
 // Ref land beside its tracking ref, and are never read.
+//
+// The fetch writes only the refs named here (--refmap= keeps a configured
+// remote.<name>.fetch from updating other refs, the ledger's among them),
+// keeps what it receives as one pack (fetch.unpackLimit=1: git would write
+// loose objects below 100, which compaction never merges and which cost
+// ~4 KB of disk each), and leaves FETCH_HEAD, tags, submodules and
+// automatic maintenance alone.
 func (r *Repo) FetchRef(remote, ref, tracking string, optional ...RefPair) (ObjectID, error) {
-	rm, err := r.goRemote(remote)
-	if err != nil {
-		return ObjectID{}, err
+	specs := []string{"+" + ref + ":" + tracking}
+	for _, o := range optional {
+		specs = append(specs, "+"+o.Ref+"*:"+o.Tracking+"*")
 	}
 	before := r.packNames()
-	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
-	defer cancel()
-	specs := []config.RefSpec{config.RefSpec("+" + ref + ":" + tracking)}
-	for _, o := range optional {
-		specs = append(specs, config.RefSpec("+"+o.Ref+"*:"+o.Tracking+"*"))
-	}
-	err = rm.FetchContext(ctx, &git.FetchOptions{RefSpecs: specs, Tags: git.NoTags})
+	_, err := r.remoteGit(remote, []string{"-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--no-tags",
+		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--no-prune",
+		"--no-show-forced-updates", "--refmap="}, specs...)
+	var ge *GitError
 	switch {
-	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
-	case errors.Is(err, transport.ErrEmptyRemoteRepository), isNoMatchingRef(err):
-		return ObjectID{}, nil
+	case err == nil:
+	case errors.As(err, &ge) && strings.Contains(ge.Stderr, "couldn't find remote ref "+ref):
+		return ObjectID{}, nil // also what an empty remote answers
 	default:
 		return ObjectID{}, remoteFailure(err, "")
 	}
@@ -156,10 +213,6 @@ func (r *Repo) FetchRef(remote, ref, tracking string, optional ...RefPair) (Obje
 	return id, err
 }
 
-func isNoMatchingRef(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "couldn't find remote ref") || errors.Is(err, git.NoMatchingRefSpecError{}))
-}
-
 func (r *Repo) packNames() map[string]bool {
 	out := map[string]bool{}
 	names, _ := filepath.Glob(filepath.Join(r.ObjectDir, "pack", "*"))
@@ -169,7 +222,8 @@ func (r *Repo) packNames() map[string]bool {
 	return out
 }
 
-// syncNewPacks fsyncs the pack files written since before (go-git does not).
+// syncNewPacks fsyncs the pack files written since before, and their
+// directory: git fsyncs a pack it indexes but not the directory entry.
 func (r *Repo) syncNewPacks(before map[string]bool) error {
 	synced := false
 	for n := range r.packNames() {
@@ -194,83 +248,154 @@ func (r *Repo) syncNewPacks(before map[string]bool) error {
 }
 
 // PushRef moves ref on the remote from old (zero: must not exist) to new,
-// sending the objects new needs. The outcome of a failed push is not
-// reported as won or lost: the caller lists the remote ref to decide. The
-// returned error wraps ErrRemoteUnreachable for transport failures and
-// ErrPushRejected when the server refused with a message (its hook output).
+// sending the objects new needs, with
+// `git push --porcelain --force-with-lease=<ref>:<old> <remote> <new>:<ref>`.
+// It returns nil only when git reports the update applied (receive-pack's
+// report-status said ok for ref, or the remote already held new), a
+// *RefMovedError (wrapping ErrRefChanged) when nothing was sent because the
+// remote ref no longer held old, and otherwise an error wrapping ErrRemoteDenied,
+// ErrPushRejected (the server's hook refused; the message carries what it
+// printed) or ErrRemoteUnreachable, whose outcome the caller decides by
+// listing the remote ref.
+//
+// The local pre-push hook does not run (--no-verify): this is tally's own
+// push of its own refs, checked by the server's hook. git finds the objects
+// to send in the object store itself; a background compaction that merges
+// the pack holding them publishes the merged pack before removing the old
+// one, and git looks again in the pack directory when an object goes
+// missing from a pack it listed, so the push never misses them.
 func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
-	rm, err := r.goRemote(remote)
-	if err != nil {
-		return err
-	}
-	var progress bytes.Buffer
-	opts := &git.PushOptions{
-		RemoteName: rm.Config().Name,
-		RefSpecs:   []config.RefSpec{config.RefSpec(new.String() + ":" + ref)},
-		Force:      true, // the compare-and-swap below is the guard, not fast-forward rules
-		Progress:   &progress,
-	}
+	expect := ""
 	if !old.IsZero() {
-		opts.RequireRemoteRefs = []config.RefSpec{config.RefSpec(old.String() + ":" + ref)}
+		expect = old.String()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
-	defer cancel()
-	err = rm.PushContext(ctx, opts)
-	if err == nil {
+	out, err := r.remoteGit(remote, []string{"push", "--porcelain", "--no-verify", "--no-signed",
+		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}, new.String()+":"+ref)
+	flag, summary, found := porcelainStatus(string(out), ref)
+	switch {
+	case err == nil && found && flag != "!":
 		return nil
+	case found && summary == "[rejected] (stale info)":
+		return &RefMovedError{Ref: ref}
+	case err == nil:
+		return fmt.Errorf("%w: git push reported no status for %s", ErrRemoteUnreachable, ref)
 	}
-	if errors.Is(err, git.NoErrAlreadyUpToDate) {
-		// go-git also says this when it could not read the commit to push:
-		// not a success; the caller's listing of the remote ref decides.
-		return fmt.Errorf("%w: go-git reported nothing to push", ErrRemoteUnreachable)
-	}
-	if strings.Contains(err.Error(), "required to be") {
-		// Nothing was sent: the remote ref moved before the push began.
-		return &RefMovedError{Current: movedTo(err.Error())}
-	}
-	return remoteFailure(err, progress.String())
+	return remoteFailure(err, summary)
 }
 
-// remoteFailure is the one place a failed remote operation is classified,
-// from go-git's error and what the server printed (progress; "" for fetches
-// and listings): a denial of access (ErrRemoteDenied) first, then a refusal
-// of the push by the server's hook or receive-pack's own checks
-// (ErrPushRejected), reported with what the server printed; anything else,
-// even a failure that printed text (an unpack error while the clone was
-// being repacked), is transient (ErrRemoteUnreachable). Every message is
-// plain text: an HTML error page is reduced to its words.
-func remoteFailure(err error, progress string) error {
-	text := plainText(err.Error())
-	said := serverLines(plainText(progress))
-	var errLine *pktline.ErrorLine
+// porcelainStatus finds ref's line in `git push --porcelain` output
+// ("<flag>\t<from>:<to>\t<summary>") and returns its flag and summary.
+func porcelainStatus(out, ref string) (flag, summary string, found bool) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) == 3 && strings.HasSuffix(f[1], ":"+ref) {
+			return f[0], f[2], true
+		}
+	}
+	return "", "", false
+}
+
+// splitStderr parts git's stderr into what the server said (its "remote:"
+// lines, prefix removed) and git's own lines, each without progress noise,
+// joined with "; ", markup reduced to words.
+func splitStderr(s string) (said, own string) {
+	var server, local []string
+	for _, l := range strings.Split(strings.ReplaceAll(s, "\r", "\n"), "\n") {
+		l = strings.TrimSpace(l)
+		if rest, ok := strings.CutPrefix(l, "remote:"); ok {
+			if rest = strings.TrimSpace(rest); rest != "" {
+				server = append(server, rest)
+			}
+		} else if l != "" {
+			local = append(local, l)
+		}
+	}
+	return plainText(strings.Join(server, "; ")), plainText(strings.Join(local, "; "))
+}
+
+func joinWords(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// remoteFailure is the one place a failed network command of git is
+// classified, from what git and the server printed and, for a push, git's
+// report for the ref (status: "[remote rejected] (pre-receive hook
+// declined)"; "" for fetches and listings): a denial of access
+// (ErrRemoteDenied) first — in the server's words or git's — then a refusal
+// of the push by the server's hook (ErrPushRejected), reported with what
+// the server printed; anything else, even a failure that printed text (an
+// unpack error while the clone was being repacked), is transient
+// (ErrRemoteUnreachable). Every message is plain text: an HTML error page is
+// reduced to its words.
+func remoteFailure(err error, status string) error {
+	var ge *GitError
+	if !errors.As(err, &ge) {
+		if errors.Is(err, ErrNoRemote) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	}
+	said, own := splitStderr(ge.Stderr)
+	own = joinWords(status, own)
+	if own == "" && said == "" {
+		own = ge.Err.Error()
+	}
+	msg := joinWords(said, own)
 	switch {
-	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
-		errors.As(err, &errLine), deniedWords(text):
-		return fmt.Errorf("%w: %s", ErrRemoteDenied, text)
-	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("%w: %s (or access to it denied)", ErrRemoteDenied, text)
-	case deniedWords(said):
-		return fmt.Errorf("%w: %s", ErrRemoteDenied, said)
-	case strings.Contains(text, "hook declined") || strings.Contains(text, "rejected"):
+	case deniedWords(own) || deniedWords(said):
+		return fmt.Errorf("%w: %s", ErrRemoteDenied, msg)
+	case notFound(own):
+		return fmt.Errorf("%w: %s (or access to it denied)", ErrRemoteDenied, msg)
+	case strings.Contains(own, "hook declined"):
 		if said == "" {
-			said = serverLines(text)
+			said = own
 		}
 		return fmt.Errorf("%w: %s", ErrPushRejected, said)
 	}
-	return fmt.Errorf("%w: %s", ErrRemoteUnreachable, text)
+	for _, c := range unreachableCauses {
+		for _, w := range c.words {
+			if strings.Contains(own, w) {
+				return fmt.Errorf("%w: %s: %s", ErrRemoteUnreachable, c.cause, msg)
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrRemoteUnreachable, msg)
 }
 
-// deniedPhrases are what servers say when they refuse a user, in the words
-// of gitolite (its "DENIED by <rule or fallthru>"), ssh, git daemon and the
-// git CLI's HTTP transport. They are matched case-sensitively: tally's own
-// refusals (PUSHER-DENIED, a hook's "permission denied" on a file) are the
-// hook's verdict on the push, not a denial of access.
+// unreachableCauses name, in the same words whatever the transport, why a
+// server could not be reached, from what git, curl (for HTTP) and ssh say.
+// curl does not tell a refused connection from an unreachable host.
+var unreachableCauses = []struct {
+	words []string
+	cause string
+}{
+	{[]string{"Connection refused"}, "connection refused"},
+	{[]string{"Couldn't connect to server"}, "could not connect (connection refused or host unreachable)"},
+	{[]string{"Could not resolve host", "Could not resolve hostname", "Name or service not known", "Temporary failure in name resolution"}, "host not found"},
+	{[]string{"timed out", "Timeout was reached"}, "timed out"},
+}
+
+// deniedPhrases are what servers and git say when a user is refused, in the
+// words of gitolite (its "DENIED by <rule or fallthru>"), ssh, git daemon
+// (whose ERR lines git prints as "remote error: "), and git's HTTP
+// transport. They are matched case-sensitively: tally's own refusals
+// (PUSHER-DENIED, a hook's "permission denied" on a file) are the hook's
+// verdict on the push, not a denial of access.
 var deniedPhrases = []string{
 	"DENIED by ",
 	"Permission denied (",
+	"Host key verification failed",
 	"service not enabled",
 	"access denied or repository not exported",
+	"remote error: ",
 	"Authentication failed",
+	"terminal prompts disabled", // credentials needed, and none configured
 	"The requested URL returned error: 401",
 	"The requested URL returned error: 403",
 }
@@ -282,6 +407,13 @@ func deniedWords(s string) bool {
 		}
 	}
 	return false
+}
+
+// notFound reports git's words for a repository the server says is not
+// there (HTTP 404, a path ssh's server does not have).
+func notFound(s string) bool {
+	return strings.Contains(s, "does not appear to be a git repository") ||
+		(strings.Contains(s, "repository '") && strings.Contains(s, "' not found"))
 }
 
 // plainText reduces s to plain words when it holds markup (an HTML error
@@ -319,103 +451,9 @@ func plainText(s string) string {
 }
 
 // RefMovedError reports a push not sent because the remote ref no longer held
-// the expected value; Current is its value then (zero if absent or unknown).
-type RefMovedError struct{ Current ObjectID }
+// the expected value when the server advertised it. git does not say what
+// it held: a caller that needs it fetches (it needs the objects anyway).
+type RefMovedError struct{ Ref string }
 
-func (e *RefMovedError) Error() string { return "remote ref moved to " + e.Current.String() }
+func (e *RefMovedError) Error() string { return "remote ref " + e.Ref + " moved" }
 func (e *RefMovedError) Unwrap() error { return ErrRefChanged }
-
-// movedTo reads the current value from go-git's "required to be X but is Y".
-func movedTo(msg string) ObjectID {
-	_, after, ok := strings.Cut(msg, " but is ")
-	if !ok {
-		return ObjectID{}
-	}
-	id, _ := ParseObjectID(strings.TrimSpace(after))
-	return id
-}
-
-// serverLines keeps what the server said, without progress noise.
-func serverLines(s string) string {
-	var out []string
-	for _, l := range strings.Split(strings.ReplaceAll(s, "\r", "\n"), "\n") {
-		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "remote:"))
-		if l != "" {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "; ")
-}
-
-// PushPack is PushRef for an update whose new objects are exactly those of
-// one pack this process wrote (an append built on the remote tip): the pack
-// file is sent as is, so go-git never opens the local object store or walks
-// history to decide what to send. The outcome rules are PushRef's; a
-// RefMovedError carries the remote value when nothing was sent.
-func (r *Repo) PushPack(remote, ref string, old, new ObjectID, packName string) error {
-	// Open the pack before anything else: a background compaction may merge
-	// a fresh pack into another and remove it while the advertisement is on
-	// the wire, and an open file outlives its name.
-	f, err := os.Open(filepath.Join(r.ObjectDir, "pack", packName+".pack"))
-	if err != nil {
-		return err
-	}
-	defer f.Close() // go-git closes it only once it has sent it all
-	url, err := r.RemoteURL(remote)
-	if err != nil {
-		return err
-	}
-	ep, err := transport.NewEndpoint(url)
-	if err != nil {
-		return err
-	}
-	cli, err := client.NewClient(ep)
-	if err != nil {
-		return remoteFailure(err, "")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
-	defer cancel()
-	s, err := cli.NewReceivePackSession(ep, nil)
-	if err != nil {
-		return remoteFailure(err, "")
-	}
-	defer s.Close()
-	ar, err := s.AdvertisedReferencesContext(ctx)
-	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return remoteFailure(err, "")
-	}
-	var cur ObjectID
-	if ar != nil {
-		if h, ok := ar.References[ref]; ok {
-			cur = ObjectID(h)
-		}
-	}
-	if cur != old {
-		return &RefMovedError{Current: cur}
-	}
-	caps := capability.NewList() // an empty remote may advertise nothing at all
-	if ar != nil {
-		caps = ar.Capabilities
-	}
-	req := packp.NewReferenceUpdateRequestFromCapabilities(caps)
-	var progress bytes.Buffer
-	req.Progress = &progress
-	if caps.Supports(capability.Sideband64k) {
-		req.Capabilities.Set(capability.Sideband64k)
-	} else if caps.Supports(capability.Sideband) {
-		req.Capabilities.Set(capability.Sideband)
-	}
-	req.Commands = []*packp.Command{{Name: plumbing.ReferenceName(ref), Old: plumbing.Hash(old), New: plumbing.Hash(new)}}
-	req.Packfile = f
-	rs, err := s.ReceivePack(ctx, req)
-	if err == nil && rs != nil {
-		err = rs.Error()
-		if err == nil && len(rs.CommandStatuses) == 0 {
-			err = errors.New("the server sent no status for the update")
-		}
-	}
-	if err == nil {
-		return nil
-	}
-	return remoteFailure(err, progress.String())
-}

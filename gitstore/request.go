@@ -1,17 +1,14 @@
 package gitstore
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 )
 
 // A request push sends one commit to a ref the server hands to its
 // proc-receive hook (receive.procReceiveRefs), which acts on it and reports
-// the ref it really moved. go-git asks for report-status v1 only, which
-// carries no such report, so request pushes go through the git CLI, which
-// speaks report-status v2.
+// the ref it really moved (report-status v2, which the git CLI speaks).
 
 // RequestResult is the server's answer to a request push.
 type RequestResult struct {
@@ -35,29 +32,20 @@ type RequestResult struct {
 // ErrRemoteUnreachable (or ErrRemoteDenied): the request may or may not
 // have been acted on.
 func (r *Repo) PushRequest(remote, ref string, commit ObjectID) (*RequestResult, error) {
-	url, err := r.RemoteURL(remote)
-	if err != nil {
-		return nil, err
-	}
 	// core.abbrev=40: the porcelain range shows whole object names.
-	cmd := exec.Command("git", "-c", "core.abbrev=40", "push", "--porcelain", "--no-verify", "--quiet", url, commit.String()+":"+ref)
-	cmd.Dir = r.GitDir
-	cmd.Env = append(cmd.Environ(), "GIT_DIR="+r.GitDir, "GIT_TERMINAL_PROMPT=0")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	text := strings.TrimSpace(stderr.String())
-	if res, ok := parsePorcelain(stdout.String(), commit.String()); ok {
-		res.Said = serverLines(plainText(text))
+	out, err := r.remoteGit(remote, []string{"-c", "core.abbrev=40", "push", "--porcelain", "--no-verify", "--no-signed",
+		"--no-follow-tags", "--no-recurse-submodules"}, commit.String()+":"+ref)
+	if res, ok := parsePorcelain(string(out), commit.String()); ok {
+		var ge *GitError
+		if errors.As(err, &ge) {
+			res.Said, _ = splitStderr(ge.Stderr)
+		}
 		return res, nil
 	}
-	if runErr == nil {
-		runErr = fmt.Errorf("git push printed no status for %s", ref)
+	if err == nil {
+		return nil, fmt.Errorf("%w: git push printed no status for %s", ErrRemoteUnreachable, ref)
 	}
-	if deniedWords(text) {
-		return nil, fmt.Errorf("%w: %s", ErrRemoteDenied, plainText(text))
-	}
-	return nil, fmt.Errorf("%w: git push: %v: %s", ErrRemoteUnreachable, runErr, plainText(text))
+	return nil, remoteFailure(err, "")
 }
 
 // parsePorcelain reads the status line of the push of src from `git push

@@ -3,7 +3,6 @@ package gitstore
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 
 	"github.com/tally-dev/tally/refname"
@@ -60,11 +59,7 @@ func (r *Repo) ResolveCommit(rev string) (ObjectID, error) {
 }
 
 func (r *Repo) revParse(rev string) (ObjectID, error) {
-	dir := r.WorkTree
-	if dir == "" {
-		dir = r.GitDir
-	}
-	out, err := exec.Command("git", "-C", dir, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}").Output()
+	out, err := r.Git("rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
 	if err != nil {
 		return ObjectID{}, fmt.Errorf("unknown revision %q", rev)
 	}
@@ -80,13 +75,13 @@ func (r *Repo) KnownOn(remote string, commits []string, exclude ...string) (map[
 	if len(commits) == 0 {
 		return known, nil
 	}
-	args := []string{"--git-dir", r.GitDir, "name-rev", "--name-only", "--refs=refs/remotes/" + remote + "/*"}
+	args := []string{"name-rev", "--name-only", "--refs=refs/remotes/" + remote + "/*"}
 	for _, x := range exclude {
 		args = append(args, "--exclude="+x)
 	}
-	out, err := exec.Command("git", append(append(args, "--"), commits...)...).Output()
+	out, err := r.Git(append(append(args, "--"), commits...)...)
 	if err != nil {
-		return nil, fmt.Errorf("git name-rev: %v", err)
+		return nil, err
 	}
 	names := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(names) != len(commits) {

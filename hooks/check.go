@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -223,9 +222,7 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 
 // git runs git in the repository and returns its stdout.
 func (c *Checker) git(args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = c.L.Repo.GitDir
-	out, err := cmd.Output()
+	out, err := c.L.Repo.Git(args...)
 	if err != nil {
 		return "", errs.Wrap("INTERNAL", err, "git %s", args[0])
 	}

@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"errors"
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -114,8 +113,8 @@ func refusal(u Update, err error) []Finding {
 // --is-ancestor: exit 1 means no).
 func (c *Checker) isAncestor(a, b gitstore.ObjectID) (bool, error) {
 	_, err := c.git("merge-base", "--is-ancestor", a.String(), b.String())
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 1 {
+	var ge *gitstore.GitError
+	if errors.As(err, &ge) && ge.Code == 1 {
 		return false, nil
 	}
 	return err == nil, err

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -114,7 +113,7 @@ func Refusal(err error) Answer {
 // value of ProcReceiveConfig covers ledger.RequestPrefix (git matches a
 // value as a ref prefix; values may start with a/ab modifiers "a:", "ab:").
 func sequencing(repo *gitstore.Repo) bool {
-	out, err := exec.Command("git", "--git-dir", repo.GitDir, "config", "--get-all", ProcReceiveConfig).Output()
+	out, err := repo.Git("config", "--get-all", ProcReceiveConfig)
 	if err != nil {
 		return false
 	}
@@ -196,8 +195,8 @@ func InstallSequencer(repo *gitstore.Repo, tallyPath string) (*Sequencer, error)
 		return nil, err
 	}
 	if !sequencing(repo) {
-		if out, err := exec.Command("git", "--git-dir", repo.GitDir, "config", "--add", ProcReceiveConfig, ledger.RequestPrefix).CombinedOutput(); err != nil {
-			return nil, errs.Wrap("INTERNAL", err, "git config --add %s: %s", ProcReceiveConfig, out)
+		if _, err := repo.Git("config", "--add", ProcReceiveConfig, ledger.RequestPrefix); err != nil {
+			return nil, errs.Wrap("INTERNAL", err, "git config --add %s", ProcReceiveConfig)
 		}
 	}
 	return &Sequencer{Shim: loc.Path, Refs: ledger.RequestPrefix}, nil
@@ -206,5 +205,5 @@ func InstallSequencer(repo *gitstore.Repo, tallyPath string) (*Sequencer, error)
 // uninstallSequencer removes the ProcReceiveConfig value InstallSequencer
 // added (after its shim has gone).
 func uninstallSequencer(repo *gitstore.Repo) {
-	exec.Command("git", "--git-dir", repo.GitDir, "config", "--unset-all", ProcReceiveConfig, "^"+regexp.QuoteMeta(ledger.RequestPrefix)+"$").Run()
+	repo.Git("config", "--unset-all", ProcReceiveConfig, "^"+regexp.QuoteMeta(ledger.RequestPrefix)+"$")
 }

@@ -159,13 +159,15 @@ func remoteError(err error) error {
 
 // AppendRemote appends entries through the remote. The first attempt builds
 // on the remote tip this clone last knew and lets the push's compare-and-swap
-// tell whether it is still current. Whatever the push reports, the outcome is
-// decided by listing the remote ref (go-git can report success for a push the
-// server never applied): our commit there means we won; the old tip means the
-// push did not happen (retry; if the server said why, that is
-// REMOTE-REJECTED, or REMOTE-DENIED when it refused the user); anything else is fetched and verified, and then our entries
-// are either in it (another writer appended on top of ours: we won) or not (we
-// lost the race: rebuild on the new tip), with jittered backoff.
+// tell whether it is still current. A push git reports applied (the server's
+// report-status said ok) is won; one not sent because the ref had moved is
+// lost (fetch and rebuild); any other outcome is decided by listing the
+// remote ref: our commit there means we won; the old tip means the push did not happen
+// (retry; if the server said why, that is REMOTE-REJECTED, or REMOTE-DENIED
+// when it refused the user); anything else is fetched and verified, and then
+// our entries are either in it (another writer appended on top of ours: we
+// won) or not (we lost the race: rebuild on the new tip), with jittered
+// backoff.
 func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appended, error) {
 	var slot time.Duration
 	lost := 0
@@ -206,23 +208,21 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			return nil, err
 		}
 		t0 := time.Now()
-		pushErr := l.Repo.PushPack(remote, l.Ref, base, tip, pack)
+		pushErr := l.Repo.PushRef(remote, l.Ref, base, tip)
 		var cur gitstore.ObjectID
-		var moved *gitstore.RefMovedError
 		var hint time.Duration // the server's, when its hook refused a lost race
 		told := false
 		if errors.Is(pushErr, gitstore.ErrPushRejected) {
 			cur, hint, told = parseLostRace(pushErr.Error(), l.Ref)
 		}
+		moved := errors.Is(pushErr, gitstore.ErrRefChanged)
 		switch {
+		case pushErr == nil:
+			cur = tip // receive-pack reported the update applied
 		case told: // the server's hook said where the ledger is
-		case errors.As(pushErr, &moved) && !moved.Current.IsZero():
-			cur = moved.Current // nothing was sent; no need to ask again
+		case moved: // nothing was sent: no need to ask what happened
 		default:
 			if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
-				if pushErr == nil {
-					return nil, errs.Wrap("REMOTE-UNREACHABLE", err, "remote %s: the push may have landed (run tally sync)", remote)
-				}
 				return nil, remoteError(err)
 			}
 		}
@@ -232,6 +232,10 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		// instead of racing again together.
 		slot = time.Since(t0)
 		switch {
+		case moved:
+			// Another writer moved the ref since base: fetch, verify, rebuild.
+			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			fetch = true
 		case cur == tip:
 			if db, err := l.Repo.Objects(); err == nil {
 				db.AddPack(pack)
@@ -246,9 +250,6 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 				return nil, remoteError(pushErr)
 			}
 			if attempt >= 3 {
-				if pushErr == nil {
-					pushErr = errors.New("the server did not apply the push")
-				}
 				return nil, remoteError(fmt.Errorf("%w: %v", gitstore.ErrRemoteUnreachable, pushErr))
 			}
 		case told:

@@ -187,11 +187,14 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		pushErr := l.Repo.PushPack(remote, NotesRef, theirs, next, pack)
+		pushErr := l.Repo.PushRef(remote, NotesRef, theirs, next)
 		var cur gitstore.ObjectID
-		var moved *gitstore.RefMovedError
-		if errors.As(pushErr, &moved) && !moved.Current.IsZero() {
-			cur = moved.Current
+		if pushErr == nil {
+			cur = next // receive-pack reported the update applied
+		} else if errors.Is(pushErr, gitstore.ErrRefChanged) {
+			// Nothing was sent: another clone's notes landed first.
+			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			continue
 		} else if cur, err = l.Repo.ListRemoteRef(remote, NotesRef); err != nil {
 			// Landed or not, the next push finds out: it builds on what
 			// the remote then has.
@@ -206,9 +209,6 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 			return gained, waiting, waitWhy, l.Repo.MergeNotes(l.NotesLock(), NotesRef, next, who)
 		case theirs: // not applied
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
-			if pushErr == nil {
-				pushErr = errors.New("the server did not apply the push")
-			}
 			return nil, append(gained, waiting...), pushErr, nil
 		}
 		gitstore.RemovePack(l.Repo.ObjectDir, pack) // another clone's notes landed first: rebuild on them

@@ -3,7 +3,6 @@ package report
 import (
 	"cmp"
 	"encoding/json"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,11 +114,11 @@ type AuditResult struct {
 // A ledger that does not verify is an error (its integrity code).
 func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 	git := func(args ...string) (string, error) {
-		out, err := exec.Command("git", append([]string{"--git-dir", c.L.Repo.GitDir}, args...)...).Output()
+		out, err := c.L.Repo.Git(args...)
 		if err != nil {
 			msg := err.Error()
-			if ee, ok := err.(*exec.ExitError); ok {
-				msg = strings.TrimSpace(string(ee.Stderr))
+			if ge, ok := err.(*gitstore.GitError); ok && strings.TrimSpace(ge.Stderr) != "" {
+				msg = strings.TrimSpace(ge.Stderr)
 			}
 			return "", errs.New("USAGE", "git %s: %s", strings.Join(args, " "), msg)
 		}

@@ -33,7 +33,6 @@ package report
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -629,8 +628,7 @@ func (b *builder) signatures(l *ledger.Ledger, head *ledger.Snapshot) error {
 // checkpoints checks every saved checkpoint against the verified head.
 func (b *builder) checkpoints(c *tally.Client, head *ledger.Snapshot) error {
 	l := c.L
-	cmd := exec.Command("git", "--git-dir", l.Repo.GitDir, "for-each-ref", "--format=%(refname) %(objectname)", l.Namespace+"/checkpoints/")
-	out, err := cmd.Output()
+	out, err := l.Repo.Git("for-each-ref", "--format=%(refname) %(objectname)", l.Namespace+"/checkpoints/")
 	if err != nil {
 		return errs.Wrap("INTERNAL", err, "git for-each-ref")
 	}

@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/tally-dev/tally"
 	"io"
-	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/report"
 )
@@ -44,7 +43,7 @@ and an unsigned entry in the period. Exit 0 otherwise, findings listed.`,
 			}
 			return a.withClient(false, func(c *tally.Client) error {
 				if opt.Ref == "" {
-					out, err := exec.Command("git", "--git-dir", c.L.Repo.GitDir, "symbolic-ref", "-q", "HEAD").Output()
+					out, err := c.L.Repo.Git("symbolic-ref", "-q", "HEAD")
 					if err != nil {
 						return usageErr("HEAD is not on a branch: name the ref with --ref")
 					}

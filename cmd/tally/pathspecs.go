@@ -1,10 +1,10 @@
 package main
 
 import (
-	"os/exec"
 	"strings"
 
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 )
 
 // lockSpecs resolves the pathspecs of lock and unlock as git resolves
@@ -14,8 +14,7 @@ import (
 // are resolved against that directory; one that climbs above the root is
 // USAGE. The ledger stores only root-relative patterns.
 func (a *app) lockSpecs(specs []string) ([]string, error) {
-	cmd := exec.Command("git", "-C", a.dir, "rev-parse", "--show-prefix")
-	out, err := cmd.Output()
+	out, err := gitstore.RunGit(a.dir, "rev-parse", "--show-prefix")
 	if err != nil {
 		return nil, errs.Wrap("NOT-A-REPO", err, "git rev-parse --show-prefix in %s", a.dir)
 	}

@@ -1,15 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"github.com/tally-dev/tally"
 	"io"
-	"os/exec"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 )
 
 func (a *app) remoteCmd() *cobra.Command {
@@ -43,7 +43,8 @@ another agent won the race. Views read the remote's ledger.`,
 		Short: "work locally again",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := gitConfig(a.dir, "--unset-all", "tally.remote"); err != nil && !strings.Contains(err.Error(), "exit status 5") {
+			var ge *gitstore.GitError
+			if err := gitConfig(a.dir, "--unset-all", "tally.remote"); err != nil && !(errors.As(err, &ge) && ge.Code == 5) { // 5: was not set
 				return err
 			}
 			return a.emit(map[string]any{"remote": ""}, func(w io.Writer) { fmt.Fprintln(w, "remote: none (local)") })
@@ -71,9 +72,6 @@ another agent won the race. Views read the remote's ledger.`,
 
 // gitConfig runs git config in the repository (not on any hot path).
 func gitConfig(dir string, argv ...string) error {
-	out, err := exec.Command("git", append([]string{"-C", dir, "config"}, argv...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("git config %s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	_, err := gitstore.RunGit(dir, append([]string{"config"}, argv...)...)
+	return err
 }

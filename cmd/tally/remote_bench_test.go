@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +211,161 @@ func timedPreReceive(b *testing.B, bin, bare, stdin string) (wall, cpu time.Dura
 		b.Fatalf("tally hook pre-receive: %v\n%s", err, out.String())
 	}
 	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// BenchmarkRemoteTransport: one remote claim (`tally --remote origin claim
+// --next`, a whole process) per transport — git daemon, smart HTTP, ssh (a
+// real sshd) — beside what git alone needs for the same compare-and-swap on
+// the same server: `git push --force-with-lease=<ref>:<old>` of a one-commit
+// ref, and a `git fetch` of the ledger followed by that push. "steady": the
+// claimer is the only writer of its repository, so its cached tip is current
+// and the claim is one push. "moved": another clone appended just before
+// (untimed), so the claim's first push finds the ref moved and the claim
+// fetches, verifies, rebuilds and pushes again. With TALLY_BENCH_GOGIT set to
+// a tally binary built from before the git CLI transport (go-git's), it runs
+// too, in the same iterations (over ssh with an ssh-agent and
+// SSH_KNOWN_HOSTS, all go-git can use):
+//
+//	git -C /work/main worktree add --detach /tmp/gogit cd5838d && (cd /tmp/gogit && go build -o /tmp/tally-gogit ./cmd/tally)
+//	TMPDIR=/work/tmp TALLY_BENCH_REMOTE=1 TALLY_BENCH_GOGIT=/tmp/tally-gogit go test ./cmd/tally -run '^$' -bench RemoteTransport -benchtime 20x
+func BenchmarkRemoteTransport(b *testing.B) {
+	benchRemoteOn(b)
+	gogit := os.Getenv("TALLY_BENCH_GOGIT")
+	for _, kind := range []string{"daemon", "http", "ssh"} {
+		for _, mode := range []string{"steady", "moved"} {
+			b.Run(kind+"/"+mode, func(b *testing.B) { benchTransport(b, kind, mode == "moved", gogit) })
+		}
+	}
+}
+
+func benchTransport(b *testing.B, kind string, moved bool, gogit string) {
+	root := b.TempDir()
+	daemon := gitserver.Daemon(b, root)
+	var base string
+	var env, gogitEnv []string
+	switch kind {
+	case "daemon":
+		base = daemon
+	case "http":
+		base = gitserver.HTTP(b, root)
+	case "ssh":
+		srv := gitserver.SSH(b, root)
+		base = srv.URL
+		env = []string{"GIT_SSH_COMMAND=" + srv.Command(srv.Key), "SSH_AUTH_SOCK="}
+		if gogit != "" {
+			gogitEnv = benchSSHAgent(b, srv)
+		}
+	}
+	// repo seeds a repository through the daemon and returns a clone of it
+	// reaching it through the server under test, and a second one.
+	repo := func(name string) (*netCluster, string, string) {
+		bare := gitserver.NewBare(b, root, name)
+		c := &netCluster{t: b, kind: gitserver.GitDaemon, bare: bare, url: daemon + "/" + name, bin: testrepo.Tally(b)}
+		c.seeded("bench", b.N+2)
+		clone := func(who string) string {
+			dir := c.clone(who)
+			testrepo.Git(b, dir, "remote", "set-url", "origin", base+"/"+name)
+			if _, err := netGit(dir, env, "fetch", "-q", "origin"); err != nil {
+				b.Fatal(err)
+			}
+			return dir
+		}
+		return c, clone("claimer"), clone("other")
+	}
+	type variant struct {
+		name, bin string
+		env       []string
+		c         *netCluster
+		dir       string
+		other     string
+	}
+	c, dir, other := repo("cli.git")
+	variants := []*variant{{name: "tally-cli", bin: c.bin, env: env, c: c, dir: dir, other: other}}
+	if gogit != "" {
+		c, dir, other := repo("gogit.git")
+		variants = append(variants, &variant{name: "tally-gogit", bin: gogit, env: gogitEnv, c: c, dir: dir, other: other})
+	}
+	plain := variants[0].other
+	run := func(bin, dir string, env []string, args ...string) time.Duration {
+		p := netRun(bin, dir, "bench", env, append([]string{"--remote", "origin"}, args...)...)
+		if p.Err != nil || p.Code != 0 {
+			b.Fatalf("%s: %v", p, p.Err)
+		}
+		return p.Wall
+	}
+	tip := ""
+	push := func() time.Duration {
+		next, err := netGit(plain, nil, append([]string{"commit-tree", "-m", "cas"}, append(benchParent(tip), "HEAD^{tree}")...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := netGit(plain, env, "push", "-q", "--porcelain", "--force-with-lease=refs/heads/cas:"+tip, "origin", next+":refs/heads/cas"); err != nil {
+			b.Fatal(err)
+		}
+		tip = next
+		return time.Since(start)
+	}
+	fetch := func() time.Duration {
+		start := time.Now()
+		if _, err := netGit(plain, env, "fetch", "-q", "origin", "+refs/tally/ledger:refs/remotes/origin/tally/ledger"); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for _, v := range variants { // the first claim fetches: not what is measured
+		run(v.bin, v.dir, v.env, "note", "warm-up")
+	}
+	walls := map[string][]time.Duration{}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for _, v := range variants {
+			if moved {
+				b.StopTimer()
+				run(c.bin, v.other, env, "note", "moved")
+				b.StartTimer()
+			}
+			walls[v.name] = append(walls[v.name], run(v.bin, v.dir, v.env, "claim", "--next", "--ttl", "3600"))
+		}
+		walls["git-push"] = append(walls["git-push"], push())
+		f := fetch()
+		walls["git-fetch+push"] = append(walls["git-fetch+push"], f+push())
+	}
+	b.StopTimer()
+	for name, w := range walls {
+		b.ReportMetric(float64(netPercentile(w, 50))/float64(time.Millisecond), name+"-p50-ms")
+	}
+}
+
+func benchParent(tip string) []string {
+	if tip == "" {
+		return nil
+	}
+	return []string{"-p", tip}
+}
+
+// benchSSHAgent starts an ssh-agent holding the server's user key and
+// returns the environment go-git's ssh transport needs to use it:
+// SSH_AUTH_SOCK and SSH_KNOWN_HOSTS (it reads no ssh command or config).
+func benchSSHAgent(b *testing.B, srv *gitserver.SSHServer) []string {
+	sock := filepath.Join(b.TempDir(), "agent.sock")
+	agent := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agent.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // startup polling only
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("ssh-agent did not start")
+		}
+	}
+	add := exec.Command("ssh-add", srv.Key)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		b.Fatalf("ssh-add: %v: %s", err, out)
+	}
+	return []string{"SSH_AUTH_SOCK=" + sock, "SSH_KNOWN_HOSTS=" + srv.KnownHosts}
 }

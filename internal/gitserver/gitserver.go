@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -354,4 +355,168 @@ func gitExecPath(t testing.TB) string {
 		t.Fatalf("git --exec-path: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// SSHServer is OpenSSH's sshd serving the repositories under a root on the
+// loopback interface, and what a client needs to reach it without an agent
+// or the user's known_hosts: a key that sshd accepts, one it refuses, and a
+// known_hosts file with sshd's host key.
+type SSHServer struct {
+	// URL is ssh://USER@127.0.0.1:PORT followed by the root's absolute path
+	// (repositories are URL + "/" + directory name).
+	URL, User, Port string
+	Key, WrongKey   string // private key files
+	KnownHosts      string
+}
+
+// Command is an ssh command (for GIT_SSH_COMMAND or core.sshCommand) that
+// reaches the server with key and the server's known_hosts only: no user or
+// system ssh configuration, no agent, never a prompt.
+func (s *SSHServer) Command(key string) string {
+	return "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none -o UserKnownHostsFile=" +
+		s.KnownHosts + " -o GlobalKnownHostsFile=/dev/null -i " + key
+}
+
+// SSHD is where OpenSSH's server is installed (Debian's openssh-server).
+const SSHD = "/usr/sbin/sshd"
+
+// SSH starts sshd on a free loopback port for the repositories under root,
+// with a fresh host key and user key in a temporary directory, logging in
+// as the current user with public keys only. Sessions run with the test
+// environment (testrepo.Env) plus env, so git-receive-pack and the server's
+// hooks find git and see env (TALLY_NOW for their clock). It skips the test
+// when sshd is not installed, and fails it under CI=true (.ci/run installs
+// openssh-server there).
+func SSH(t testing.TB, root string, env ...string) *SSHServer {
+	t.Helper()
+	if _, err := os.Stat(SSHD); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("gitserver: %s is missing (CI installs openssh-server): %v", SSHD, err)
+		}
+		t.Skipf("gitserver: %s not installed (apt-get install openssh-server); skipping the ssh test", SSHD)
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keygen := func(name string) string {
+		path := filepath.Join(dir, name)
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", path).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+		return path
+	}
+	host, key, wrong := keygen("host"), keygen("user"), keygen("wrong")
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hostPub, err := os.ReadFile(host + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sshd running as root wants its privilege separation directory.
+	if os.Geteuid() == 0 {
+		os.MkdirAll("/run/sshd", 0o755)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 20; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := strconv.Itoa(port)
+		kh := filepath.Join(dir, "known_hosts")
+		if err := os.WriteFile(kh, []byte("[127.0.0.1]:"+p+" "+string(hostPub)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		conf := []string{"Port " + p, "ListenAddress 127.0.0.1", "HostKey " + host,
+			"AuthorizedKeysFile " + filepath.Join(dir, "authorized_keys"), "StrictModes no",
+			"PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+			"PermitRootLogin prohibit-password", "UsePAM no", "PidFile none", "LogLevel VERBOSE"}
+		var setEnv []string
+		for _, kv := range testrepo.Env(env...) {
+			if !strings.ContainsAny(kv, " \"'\t\\") {
+				setEnv = append(setEnv, kv)
+			}
+		}
+		conf = append(conf, "SetEnv "+strings.Join(setEnv, " "))
+		cfg := filepath.Join(dir, "sshd_config")
+		if err := os.WriteFile(cfg, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := startSSHD(t, cfg, port); err != nil {
+			lastErr = err
+			continue
+		}
+		s := &SSHServer{URL: "ssh://" + u.Username + "@127.0.0.1:" + p + root, User: u.Username, Port: p,
+			Key: key, WrongKey: wrong, KnownHosts: kh}
+		return s
+	}
+	t.Fatalf("gitserver: sshd did not start: %v", lastErr)
+	return nil
+}
+
+func startSSHD(t testing.TB, cfg string, port int) error {
+	cmd := exec.Command(SSHD, "-D", "-e", "-f", cfg)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stderr := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(stderr.String(), "Server listening on 127.0.0.1 port "+strconv.Itoa(port)) {
+		select {
+		case <-exited:
+			return fmt.Errorf("sshd on port %d exited: %s", port, strings.TrimSpace(stderr.String()))
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return fmt.Errorf("sshd on port %d: not listening after 15s: %s", port, stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond) // startup polling only
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			if s := strings.TrimSpace(stderr.String()); s != "" {
+				t.Logf("sshd stderr (end):\n%s", tail(s, 4096))
+			}
+		}
+	})
+	return nil
+}
+
+// HTTPCheck is HTTP behind a web server that lets a request through only
+// when allow says so, and answers any other with 401 and a Basic challenge
+// (after which git asks its credential helpers and tries again): for tests
+// of credentials git finds in its configuration (credential helpers,
+// http.extraHeader).
+func HTTPCheck(t testing.TB, root string, allow func(*http.Request) bool, env ...string) string {
+	t.Helper()
+	h, stderr := backend(t, root, env)
+	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allow(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="gitserver"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), stderr)
 }
