@@ -2,7 +2,6 @@ package gitstore
 
 import (
 	"bytes"
-	"compress/zlib"
 	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
@@ -15,11 +14,18 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/klauspost/compress/zlib"
 )
 
-// packZlibLevel is git's default. git repack reuses the compressed data, so
-// the size is kept for good, while the ~5 µs per small object that BestSpeed
-// would save is lost in the fsyncs (see BenchmarkPackWriterWrite).
+// packZlibLevel is the default level. git repack reuses the compressed data,
+// so the size is kept for good. The writer is klauspost/compress's zlib, not
+// the standard library's: at the default level the standard compressor
+// clears 640 KiB of hash tables on every Reset, which is most of the cost of
+// a small object (a plan of 100k cells writes 100k of them); this one resets
+// in constant time and, on cell blobs, took a quarter of the CPU time for a
+// 5% smaller output. Reading stays with the standard library, which inflated
+// them as fast.
 const packZlibLevel = zlib.DefaultCompression
 
 var packZlibWriters = sync.Pool{New: func() any {
