@@ -124,7 +124,12 @@ func (w *PackWriter) stage(objectDir string) (*stagedPack, error) {
 	if len(w.entries) == 0 {
 		return nil, errors.New("gitstore: no objects to pack")
 	}
-	pack := []byte("PACK\x00\x00\x00\x02")
+	size := 12 + sha1.Size
+	for _, e := range w.entries {
+		size += len(e)
+	}
+	pack := make([]byte, 0, size) // one allocation however many objects
+	pack = append(pack, "PACK\x00\x00\x00\x02"...)
 	pack = binary.BigEndian.AppendUint32(pack, uint32(len(w.entries)))
 	idx := make([]packIdxEntry, len(w.entries))
 	for i, e := range w.entries {

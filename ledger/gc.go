@@ -34,3 +34,8 @@ func collectGarbage() (end func()) {
 		gcHold.Unlock()
 	}
 }
+
+// largeEntry is the size of entry bytes from which building or checking the
+// entry collects garbage: about 2,000 plan cells, whose rules and tree
+// writes allocate some kilobytes per cell.
+const largeEntry = 64 << 10

@@ -419,6 +419,9 @@ func (v *verifier) check(w walked, f fetched) error {
 	if err != nil {
 		return v.fail("CORRUPT", "commit %s: %v", w.id, err)
 	}
+	if len(raw) >= largeEntry {
+		defer collectGarbage()()
+	}
 	e, err := decodeEntry(raw)
 	if errs.Code(err) == "NONCANONICAL" {
 		return v.fail("NONCANONICAL", "stored bytes are not canonical JSON")
