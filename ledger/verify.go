@@ -354,8 +354,9 @@ var minSegment = 4096
 // run checks commits (oldest first) in order. Reading and inflating objects
 // runs ahead of the checks in another goroutine: the commits (those the walk
 // did not keep) and entry bytes of the next commits are fetched while the
-// current one is replayed. Every minSegment entries the tree overlay starts
-// again from the stored tree just verified, dropping what it had loaded.
+// current one is replayed. Every minSegment entries and at the end, the tree
+// overlay starts again from the stored tree just verified, dropping what it
+// had loaded, and the pack pages read so far leave the resident set.
 func (v *verifier) run(commits []walked) error {
 	raws := make(chan fetched, 256)
 	stop := make(chan struct{})
@@ -390,8 +391,9 @@ func (v *verifier) run(commits []walked) error {
 		if err := v.check(w, f); err != nil {
 			return err
 		}
-		if (i+1)%minSegment == 0 {
+		if (i+1)%minSegment == 0 || i+1 == len(commits) {
 			v.tree = gitstore.NewTree(v.db, w.commit.Tree)
+			v.db.DropResident()
 		}
 		v.meter.add(counted(i, len(commits)))
 	}
