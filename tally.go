@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -15,10 +16,11 @@ import (
 	"github.com/tally-dev/tally/ledger"
 )
 
-// Options configure Open.
+// Options configure Open. Nothing in the facade reads the environment: the
+// command line turns TALLY_* variables into these fields.
 type Options struct {
 	// Actor is who acts; required for operations that append. Empty means
-	// $TALLY_ACTOR, else git's user.email.
+	// git's user.email.
 	Actor string
 	// Namespace is the ref namespace (default refs/tally).
 	Namespace string
@@ -28,13 +30,16 @@ type Options struct {
 	Remote string
 	// Local ignores tally.remote.
 	Local bool
-	// Maintainer is the tally executable, for background maintenance in a
-	// detached process (the command line sets it; a library user that leaves
-	// it empty gets a goroutine instead, see ledger.WaitMaintenance).
-	Maintainer string
+	// Now is the clock (default the wall clock): entry times and every
+	// lease's expiry are judged by it.
+	Now func() time.Time
+	// Maintain runs background compaction in another process (the command
+	// line starts a detached `tally gc`); nil runs it in a goroutine of this
+	// one, see ledger.WaitMaintenance.
+	Maintain ledger.Maintainer
 	// SigningKey is an OpenSSH ed25519 private key file that signs every
-	// ledger commit. Empty means $TALLY_SIGNING_KEY, else git's
-	// user.signingkey when gpg.format is ssh, else no signing.
+	// ledger commit. Empty means git's user.signingkey when gpg.format is
+	// ssh, else no signing.
 	SigningKey string
 }
 
@@ -46,53 +51,65 @@ type Client struct {
 	Actor string
 	src   ledger.Source
 	host  string
+	seen  *Verified // the state the last view read, verified
 }
+
+// Verified names the state a view answered from: every entry through seq
+// Through verified, whose hash is Head. Views never answer from a state
+// that does not verify (they refuse with its integrity code), so this is
+// also the tip the answer describes.
+type Verified struct {
+	Through uint64     `json:"through"`
+	Head    chain.Hash `json:"head"`
+}
+
+// Verified returns the state the client's last view read (nil before any).
+func (c *Client) Verified() *Verified { return c.seen }
 
 // Remote names the remote the client works through ("" in local mode).
 func (c *Client) Remote() string { return c.src.Remote() }
 
 // Open opens the ledger of the repository containing dir.
 func Open(dir string, opt Options) (*Client, error) {
-	l, err := ledger.Open(dir, ledger.Options{Namespace: opt.Namespace})
+	repo, err := ledger.OpenRepo(dir)
 	if err != nil {
 		return nil, err
+	}
+	cfg := repo.Config()
+	actor := opt.Actor
+	if actor == "" {
+		actor, _ = cfg.Value("user.email")
+	}
+	key := opt.SigningKey
+	if format, _ := cfg.Value("gpg.format"); key == "" && format == "ssh" {
+		key, _ = cfg.Value("user.signingkey")
+	}
+	var signer *identity.Signer
+	if key != "" {
+		if signer, err = loadSigner(key); err != nil {
+			repo.Close()
+			return nil, errs.New("USAGE", "signing key: %v", err)
+		}
 	}
 	host, err := os.Hostname()
 	if err != nil {
-		l.Close()
+		repo.Close()
 		return nil, err
 	}
-	c := &Client{L: l, Actor: opt.Actor, host: host}
-	l.Maintainer = opt.Maintainer
-	cfg := l.Repo.Config()
+	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain})
+	if err != nil {
+		repo.Close()
+		return nil, err
+	}
 	remote := opt.Remote
 	if remote == "" && !opt.Local {
 		remote, _ = cfg.Value("tally.remote")
 	}
-	c.src = l.Local()
+	src := l.Local()
 	if remote != "" {
-		c.src = l.RemoteSource(remote)
+		src = l.RemoteSource(remote)
 	}
-	if c.Actor == "" {
-		c.Actor = os.Getenv("TALLY_ACTOR")
-	}
-	if c.Actor == "" {
-		c.Actor, _ = cfg.Value("user.email")
-	}
-	key := opt.SigningKey
-	if key == "" {
-		key = os.Getenv("TALLY_SIGNING_KEY")
-	}
-	if format, _ := cfg.Value("gpg.format"); key == "" && format == "ssh" {
-		key, _ = cfg.Value("user.signingkey")
-	}
-	if key != "" {
-		if l.Signer, err = loadSigner(key); err != nil {
-			l.Close()
-			return nil, errs.New("USAGE", "signing key: %v", err)
-		}
-	}
-	return c, nil
+	return &Client{L: l, Actor: actor, src: src, host: host}, nil
 }
 
 // loadSigner reads a signing key named like git's user.signingkey: a path,
@@ -152,11 +169,18 @@ func (c *Client) append(build ledger.BuildFunc) (*ledger.Appended, error) {
 
 func (c *Client) appendBatch(builds []ledger.BuildFunc) ([]*ledger.Appended, error) {
 	if c.Actor == "" {
-		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
+		return nil, errs.New("USAGE", "no actor: pass Options.Actor or set git config user.email")
 	}
 	return c.src.Append(c.Actor, builds)
 }
 
-// head returns the state views read: the source's tip (in remote mode
-// fetched and verified).
-func (c *Client) head() (*ledger.Snapshot, error) { return c.src.Head() }
+// head returns the state views read: the source's tip, verified (in remote
+// mode fetched first), and notes it for Verified.
+func (c *Client) head() (*ledger.Snapshot, error) {
+	s, err := c.src.Head()
+	if err != nil {
+		return nil, err
+	}
+	c.seen = &Verified{Through: s.Meta.Size - 1, Head: s.Meta.Head}
+	return s, nil
+}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/chain"
-	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
 	"github.com/tally-dev/tally/receipt"
@@ -165,8 +164,10 @@ func (c *Client) Log(n int, f ledger.LogFilter) ([]ledger.LogEntry, error) {
 // in remote mode the remote's.
 func (c *Client) Verify(full bool) (*ledger.Report, error) { return c.src.Verify(full) }
 
-// LiveLease returns the actor's live lease on a cell, checking the epoch if
-// epoch > 0: what `tally run` records evidence under.
+// LiveLease returns the actor's live lease on a cell at epoch (0: the cell's
+// current epoch): what `tally run` records evidence under. It answers by
+// lease.CheckHolder at the time an entry appended now would carry, so run
+// refuses exactly where renew would.
 func (c *Client) LiveLease(wave, cell string, epoch int64) (*lease.Lease, error) {
 	s, err := c.head()
 	if err != nil {
@@ -176,23 +177,18 @@ func (c *Client) LiveLease(wave, cell string, epoch int64) (*lease.Lease, error)
 	if err != nil {
 		return nil, err
 	}
-	l := cl.Lease
-	switch {
-	case l == nil:
-		return nil, errs.New("LEASE-MISSING", "%s/%s has no lease; claim it first", wave, cell)
-	case l.Actor != c.Actor:
-		return nil, errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", wave, cell, l.Actor, c.Actor).With("holder", l.Actor)
-	case epoch > 0 && l.Epoch != epoch:
-		return nil, errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", wave, cell, l.Epoch, epoch).With("epoch", l.Epoch)
+	if epoch == 0 {
+		epoch = cl.Epoch
 	}
-	if exp, err := chain.ParseTime(l.ExpiresAt); err == nil && c.L.EntryTime(s).After(exp) {
-		return nil, errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", wave, cell, l.ExpiresAt).With("expires_at", l.ExpiresAt)
+	b := lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}
+	if err := lease.CheckHolder(cl, b, c.Actor, true, c.L.EntryTime(s)); err != nil {
+		return nil, err
 	}
-	return l, nil
+	return cl.Lease, nil
 }
 
 // RecordEvidence stores evidence of a run under the actor's live lease until
 // a receipt takes it.
 func (c *Client) RecordEvidence(wave, cell string, ev lease.Evidence) error {
-	return receipt.SaveEvidence(c.L.LocalDir, wave, cell, ev)
+	return receipt.SaveEvidence(c.L.Files, wave, cell, ev)
 }

@@ -252,18 +252,14 @@ func BenchmarkVerifySigned(b *testing.B) {
 		name := map[bool]string{true: "signed", false: "unsigned"}[signed]
 		b.Run(name, func(b *testing.B) {
 			dir := testrepo.New(b)
-			l, err := ledger.Open(dir, ledger.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
+			var opt ledger.Options
 			builds := []ledger.BuildFunc{genesisBuild("bench/signed")}
 			if signed {
 				priv, pub, err := identity.Generate("")
 				if err != nil {
 					b.Fatal(err)
 				}
-				if l.Signer, err = identity.ParseSigner(priv, "key"); err != nil {
+				if opt.Signer, err = identity.ParseSigner(priv, "key"); err != nil {
 					b.Fatal(err)
 				}
 				key, _, _ := identity.NormalizeKey(pub)
@@ -274,6 +270,11 @@ func BenchmarkVerifySigned(b *testing.B) {
 			for len(builds) < n {
 				builds = append(builds, noteBuild)
 			}
+			l, err := ledger.Open(dir, opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
 			if _, err := l.AppendBatch(actor, builds); err != nil {
 				b.Fatal(err)
 			}

@@ -3,7 +3,6 @@ package anchor
 import (
 	"bytes"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -47,7 +46,7 @@ func Load(l *ledger.Ledger, size uint64) ([]byte, error) {
 
 // Save stores a checkpoint note (see Sign) of c under RefFor(c.Size), with
 // git's lockfile compare-and-swap under the writer lock
-// <LocalDir>/checkpoints.lock. A note already stored there with the same
+// its local CheckpointsLock. A note already stored there with the same
 // body gains the new signatures; one with another body (another root at the
 // same size, say fetched from a remote) is FORK-DETECTED. It returns the ref.
 func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
@@ -55,7 +54,7 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 	if body, _ := splitNote(text); string(body) != string(c.Body()) {
 		return "", errs.New("USAGE", "note to store is not the checkpoint of size %d", c.Size)
 	}
-	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "checkpoints.lock"), storeLockTimeout)
+	wl, err := gitstore.AcquireWriterLock(l.Files.CheckpointsLock(), storeLockTimeout)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrRefLocked) {
 			return "", errs.New("CONFLICT", "another tally process held the checkpoints lock for %v", storeLockTimeout)

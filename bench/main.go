@@ -314,6 +314,12 @@ func (b *bench) verify(dir string) {
 	n := float64(rep.Entries)
 	b.row("full verify", where, fmt.Sprintf("%d entries", rep.Entries), "tally verify --full", fmt.Sprintf("%.0f entries/s", n/whole.Seconds()), whole.Round(time.Millisecond).String())
 	b.row("full verify", where, fmt.Sprintf("%d entries", rep.Entries), "ledger.Verify(full)", fmt.Sprintf("%.0f entries/s", n/lib.Seconds()), lib.Round(time.Millisecond).String())
+	// git reading every object verify --full reads back (every object of
+	// every state of the ledger), for the cost of that check.
+	t0 = time.Now()
+	sh(dir, nil, "sh", "-c", "git rev-list --objects refs/tally/ledger | git cat-file --batch >/dev/null")
+	git := time.Since(t0)
+	b.row("full verify", where, fmt.Sprintf("%d entries", rep.Entries), "git rev-list --objects | git cat-file --batch", fmt.Sprintf("%.0f entries/s", n/git.Seconds()), git.Round(time.Millisecond).String())
 }
 
 // disk measures bytes per entry of single appends before and after

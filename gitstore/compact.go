@@ -37,6 +37,7 @@ type CompactReport struct {
 	Objects int   `json:"objects"` // objects copied
 	Packs   int   `json:"packs"`   // packs left (all, including those left alone)
 	Bytes   int64 `json:"bytes"`   // size of the packs written
+	Stale   int   `json:"stale"`   // leftovers of killed writers removed (RemoveStaleTemps)
 }
 
 type compactPack struct {
@@ -110,8 +111,17 @@ func compactPick(packs []compactPack) ([]compactPack, bool) {
 // used to read the objects and learns about the packs written. progress, if
 // not nil, is told after each pack read how many of the packs picked for this
 // round of merging are read (a round merges one level upward).
+//
+// It first removes what killed writers left in the pack directory
+// (RemoveStaleTemps), so that every compaction, in the background or by
+// `tally gc`, also cleans up after crashes.
 func Compact(db *ObjectDB, objectDir string, progress func(done, total int)) (*CompactReport, error) {
 	rep := &CompactReport{}
+	stale, err := RemoveStaleTemps(objectDir)
+	if err != nil {
+		return rep, err
+	}
+	rep.Stale = stale
 	for round := 0; round < 16; round++ {
 		packs, all, err := compactCandidates(objectDir)
 		if err != nil {

@@ -13,12 +13,6 @@ import (
 // the open file (the lock belongs to the open file, not to the process).
 type CompactionLock struct{ f *os.File }
 
-// CompactionLockPath is the compaction lock of the repository whose common
-// git directory is commonDir: one per object directory, whatever the namespace.
-func CompactionLockPath(commonDir string) string {
-	return filepath.Join(commonDir, "tally", "compact.lock")
-}
-
 // LockCompaction takes the compaction lock at path. With wait false it returns
 // (nil, nil) at once when another holder has it; with wait true it blocks
 // until the holder is done.

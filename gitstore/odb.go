@@ -407,6 +407,21 @@ func (db *ObjectDB) Read(id ObjectID) (ObjectType, []byte, error) {
 	return db.read(id, 0)
 }
 
+// ReadVerified is Read that also checks the object's SHA-1 against id, so
+// that damage git's own reads would report (a flipped byte in a pack or a
+// loose object, a wrong index entry) is an error and not silently other
+// content.
+func (db *ObjectDB) ReadVerified(id ObjectID) (ObjectType, []byte, error) {
+	t, data, err := db.Read(id)
+	if err != nil {
+		return t, data, err
+	}
+	if got := HashObject(t, data); got != id {
+		return t, data, fmt.Errorf("gitstore: object %s is damaged: its content hashes to %s", id, got)
+	}
+	return t, data, nil
+}
+
 func (db *ObjectDB) endRead() {
 	db.readers.RUnlock()
 	db.releaseRetired()

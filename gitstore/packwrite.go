@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/klauspost/compress/zlib"
 )
@@ -99,7 +102,7 @@ func (w *PackWriter) WriteTo(objectDir string) (packName string, err error) {
 	if err := st.sync(); err != nil {
 		return "", err
 	}
-	if err := st.publish(); err != nil {
+	if err := st.publish(false); err != nil {
 		return "", err
 	}
 	return st.name, nil
@@ -114,11 +117,40 @@ func (w *PackWriter) WriteTo(objectDir string) (packName string, err error) {
 // either no pack, an ignored .pack, or a complete pack. A file already present
 // under the final name has the same contents (the name is the checksum) and is
 // kept.
+//
+// Beside git gc. The temporaries are named packTempPrefix+"pack-*" and
+// packTempPrefix+"idx-*" (see packTempPrefix). From before the pack is
+// visible until release, a "<name>.keep" holding packKeepText protects it
+// from `git repack -a -d` (git gc --prune=now), which deletes the packs it
+// listed at its start once it has packed what the refs reach: a pack whose
+// ref is not moved yet would lose its objects. git lists a pack only once
+// its .idx exists, and the .keep is created before, so every repack that
+// lists the pack sees the .keep. Each temporary and the .keep are held open
+// with an flock until renamed or removed, which is how RemoveStaleTemps tells
+// a killed writer's leftovers from a live writer's files.
 type stagedPack struct {
 	dir, name string
 	temps     [2]string   // .pack, .idx
-	files     [2]*os.File // open until sync
+	files     [2]*os.File // open and flocked until renamed or removed
+	keep      *os.File    // this process's <name>.keep, open and flocked until release
 }
+
+// packTempPrefix starts the names of tally's temporary files in objects/pack.
+// git prune removes every "tmp_*" file there (remove_temporary_files: all of
+// them with --prune=now, whoever is writing them), git gc removes an ".idx"
+// with no ".pack" of the same base name, and git repack removes only its own
+// ".tmp-<pid>-pack*"; a name without "tmp_" and without a dot is only ever
+// counted as garbage by `git count-objects -v`.
+const packTempPrefix = "tally-tmp-"
+
+// packKeepText is the content of the .keep files tally creates, by which
+// RemoveStaleTemps knows them from the .keep files of git and of users.
+const packKeepText = "tally: protects a pack until its ref is updated\n"
+
+// staleTempAge is how old a leftover must be before RemoveStaleTemps
+// considers it: a live writer holds its files for milliseconds, and its flock
+// is checked as well.
+const staleTempAge = 10 * time.Minute
 
 func (w *PackWriter) stage(objectDir string) (*stagedPack, error) {
 	if len(w.entries) == 0 {
@@ -143,12 +175,16 @@ func (w *PackWriter) stage(objectDir string) (*stagedPack, error) {
 		return nil, err
 	}
 	for i, data := range [2][]byte{pack, packIndexBytes(idx, sum)} {
-		f, err := os.CreateTemp(st.dir, [2]string{"tmp_pack_*", "tmp_idx_*"}[i])
+		f, err := os.CreateTemp(st.dir, packTempPrefix+[2]string{"pack-*", "idx-*"}[i])
 		if err != nil {
 			st.abort()
 			return nil, err
 		}
 		st.temps[i], st.files[i] = f.Name(), f
+		if err := flockNow(f); err != nil {
+			st.abort()
+			return nil, err
+		}
 		if _, err := f.Write(data); err != nil {
 			st.abort()
 			return nil, err
@@ -161,26 +197,54 @@ func (w *PackWriter) stage(objectDir string) (*stagedPack, error) {
 	return st, nil
 }
 
+// flockNow takes an exclusive flock on f, which nobody else holds.
+func flockNow(f *os.File) error {
+	for {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
 // sync makes the staged files' contents durable.
 func (st *stagedPack) sync() error {
-	for i, f := range st.files {
+	for _, f := range st.files {
 		if f == nil {
 			continue
 		}
-		err := f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		st.files[i] = nil
-		if err != nil {
+		if err := f.Sync(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// publish renames the synced files into place and syncs the directory.
-func (st *stagedPack) publish() error {
+// publish renames the synced files into place and syncs the directory. With
+// protect, it first protects the pack with a .keep, which stays until
+// release, once the ref that reaches the pack's objects has moved (or will
+// not).
+func (st *stagedPack) publish(protect bool) error {
+	var keep *os.File
+	var err error
+	if protect {
+		keep, err = os.OpenFile(filepath.Join(st.dir, st.name+".keep"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	}
+	switch {
+	case !protect:
+	case errors.Is(err, fs.ErrExist):
+		// someone else's keep (git's, or a writer of the same pack): it
+		// protects the pack as well, and is not ours to remove
+	case err != nil:
+		return err
+	default:
+		st.keep = keep
+		if err := flockNow(keep); err != nil {
+			return err
+		}
+		if _, err := keep.WriteString(packKeepText); err != nil {
+			return err
+		}
+	}
 	for i, ext := range []string{".pack", ".idx"} {
 		final := filepath.Join(st.dir, st.name+ext)
 		if _, err := os.Lstat(final); err == nil {
@@ -194,18 +258,88 @@ func (st *stagedPack) publish() error {
 	return syncDir(st.dir)
 }
 
-// abort removes whatever publish has not moved into place.
+// abort removes whatever publish has not moved into place, and the .keep.
 func (st *stagedPack) abort() {
 	for i := range st.temps {
-		if st.files[i] != nil {
-			st.files[i].Close()
-			st.files[i] = nil
-		}
 		if st.temps[i] != "" {
 			os.Remove(st.temps[i])
 			st.temps[i] = ""
 		}
+		if st.files[i] != nil {
+			st.files[i].Close()
+			st.files[i] = nil
+		}
 	}
+	st.release()
+}
+
+// release removes this process's .keep: the pack is now git's to repack (its
+// objects reachable from a ref) or to prune (they are not). The removal need
+// not be durable: a .keep that reappears after a crash is a stale one.
+func (st *stagedPack) release() {
+	if st.keep != nil {
+		os.Remove(st.keep.Name())
+		st.keep.Close()
+		st.keep = nil
+	}
+}
+
+// RemoveStaleTemps removes what writers killed while writing a pack left in
+// objectDir/pack: temporaries named packTempPrefix+"*" and .keep files holding
+// packKeepText, once older than staleTempAge and not flocked — a live writer
+// holds an flock on each of them until it renames or removes it, and the
+// kernel drops the flock of a killed one. Nothing else is touched: not git's
+// "tmp_*" files, nor any other .keep. It returns how many files it removed.
+func RemoveStaleTemps(objectDir string) (int, error) {
+	dir := filepath.Join(objectDir, "pack")
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, e := range ents {
+		name := e.Name()
+		temp := strings.HasPrefix(name, packTempPrefix)
+		if !temp && !strings.HasSuffix(name, ".keep") {
+			continue
+		}
+		if fi, err := e.Info(); err != nil || !fi.Mode().IsRegular() || time.Since(fi.ModTime()) < staleTempAge {
+			continue
+		}
+		if removeUnlocked(filepath.Join(dir, name), !temp) {
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// removeUnlocked removes path if no process holds an flock on it (and, with
+// keepOnly, if it holds packKeepText). The flock is taken on the file found
+// at path, and the name still naming that file is checked before the
+// removal, so a file renamed away or replaced meanwhile is left alone.
+func removeUnlocked(path string, keepOnly bool) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if flockNow(f) != nil {
+		return false // a live writer's
+	}
+	if keepOnly {
+		b, err := io.ReadAll(io.LimitReader(f, int64(len(packKeepText))+1))
+		if err != nil || string(b) != packKeepText {
+			return false
+		}
+	}
+	held, err1 := f.Stat()
+	now, err2 := os.Lstat(path)
+	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
+		return false
+	}
+	return os.Remove(path) == nil
 }
 
 type packIdxEntry struct {

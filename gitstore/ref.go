@@ -161,12 +161,15 @@ func (r *Repo) Head() (ObjectID, error) {
 	return ParseObjectID(s)
 }
 
-// WriterLock serializes the writers of one ref among tally processes with an
-// flock on a side file, which the kernel releases when a process dies. While
-// holding it, a tally process also records in that file which value it is about
-// to write through "<ref>.lock"; the next holder uses the record to recognize
-// and remove a "<ref>.lock" left by a killed tally process, while a lockfile
-// held by git (whose content cannot match the record) is waited for instead.
+// WriterLock serializes tally's writers of a set of refs (the ledger's, the
+// notes', the checkpoints') with an flock on a side file, which the kernel
+// releases when a process dies. While holding it, a tally process also
+// records in that file which ref it is about to write through "<ref>.lock"
+// and with which value, one line "<ref> <value>\n" per lock it may leave; the
+// next holder uses the record to recognize and remove a "<ref>.lock" left by
+// a killed tally process, for whichever ref of the set it named, while a
+// lockfile held by git (whose content cannot match the record) is waited for
+// instead.
 type WriterLock struct {
 	f     *os.File
 	stale string // the record left by a previous holder that did not finish
@@ -276,9 +279,9 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 		return "", err
 	}
 	content := new.String() + "\n"
-	lock, err := r.createRefLock(w, lockPath, content)
+	lock, err := r.createRefLock(w, name, content)
 	if err != nil {
-		w.record("")
+		w.record(w.stale)
 		return "", err
 	}
 	var st *stagedPack
@@ -289,9 +292,9 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 			os.Remove(lockPath)
 		}
 		if st != nil {
-			st.abort()
+			st.abort() // after the rename: drops the .keep once the ref reaches the pack
 		}
-		w.record("")
+		w.record(w.stale)
 	}()
 	cur, err := r.ReadRef(name)
 	if errors.Is(err, ErrNoRef) {
@@ -319,7 +322,7 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 			err = perr
 		}
 		if err == nil {
-			err = st.publish()
+			err = st.publish(true)
 		}
 	} else {
 		err = lock.Sync()
@@ -343,29 +346,28 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 	return packName, syncDir(filepath.Dir(path))
 }
 
-// createRefLock creates "<ref>.lock" exclusively, first recording the content
-// it will hold so that a successor can tell a lock orphaned by this process
-// from one held by git.
-func (r *Repo) createRefLock(w *WriterLock, lockPath, content string) (*os.File, error) {
+// createRefLock creates "<ref>.lock" of ref name exclusively, first
+// recording the content it will hold so that a successor can tell a lock
+// orphaned by this process from one held by git.
+func (r *Repo) createRefLock(w *WriterLock, name, content string) (*os.File, error) {
+	lockPath := r.refPath(name) + ".lock"
 	deadline := time.Now().Add(refLockTimeout)
 	pause := 100 * time.Microsecond
 	for {
-		// Remove a recognized orphan before touching the record, and keep
+		// Remove recognized orphans before touching the record, and keep
 		// naming an orphan not yet recognized (an empty lock still young) in
 		// the record: a process killed at any point leaves a record that
 		// recognizes every lockfile it is responsible for.
-		if w.stale != "" && orphanedLock(lockPath, w.stale) {
-			if err := os.Remove(lockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, err
-			}
-			w.stale = ""
+		if err := r.removeOrphans(w); err != nil {
+			return nil, err
 		}
-		if err := w.record(w.stale + content); err != nil {
+		if err := w.record(w.stale + name + " " + content); err != nil {
 			return nil, err
 		}
 		f, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
-			w.stale = "" // no other lockfile exists now, so none is orphaned
+			// no other lockfile of this ref exists now, so none is orphaned
+			w.stale = staleLinesExcept(w.stale, name)
 			return f, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
@@ -379,30 +381,73 @@ func (r *Repo) createRefLock(w *WriterLock, lockPath, content string) (*os.File,
 	}
 }
 
-// orphanedLock reports whether the lockfile was left by a dead tally writer:
-// stale is the record of that writer, one intended lock content per line.
-// Only a tally process holding the writer lock writes a lock whose content is
-// a prefix of a recorded line, and that process is gone. An empty lock could
-// also be one git has just created, so it counts as orphaned only once it is
-// older than any live git process keeps a lock empty.
-func orphanedLock(lockPath, stale string) bool {
-	fi, err := os.Stat(lockPath)
-	if err != nil {
-		return false
-	}
-	if fi.Size() == 0 {
-		return time.Since(fi.ModTime()) > time.Second
-	}
-	b, err := os.ReadFile(lockPath)
-	if err != nil || len(b) == 0 {
-		return false
-	}
-	for _, line := range strings.SplitAfter(stale, "\n") {
-		if strings.HasPrefix(line, string(b)) {
-			return true
+// removeOrphans removes every "<ref>.lock" the record of a dead holder
+// (w.stale) names that it left, and keeps in w.stale only the lines naming a
+// lock not yet told from git's: an empty one, still young. Lines naming a
+// lock that is gone or holds another value (git's), and a line cut short by
+// a kill while the record was written (its lock was never created), are
+// dropped. Only lines naming a ref under refs/ count.
+func (r *Repo) removeOrphans(w *WriterLock) error {
+	var keep strings.Builder
+	for _, line := range strings.SplitAfter(w.stale, "\n") {
+		ref, value, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		if !ok || !strings.HasSuffix(line, "\n") || !strings.HasPrefix(ref, "refs/") || strings.Contains(ref, "..") {
+			continue
+		}
+		lockPath := r.refPath(ref) + ".lock"
+		switch orphanedLock(lockPath, value+"\n") {
+		case lockOrphaned:
+			if err := os.Remove(lockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		case lockUndecided:
+			keep.WriteString(line)
 		}
 	}
-	return false
+	w.stale = keep.String()
+	return nil
+}
+
+// staleLinesExcept returns the record lines that do not name ref.
+func staleLinesExcept(stale, ref string) string {
+	var keep strings.Builder
+	for _, line := range strings.SplitAfter(stale, "\n") {
+		if !strings.HasPrefix(line, ref+" ") {
+			keep.WriteString(line)
+		}
+	}
+	return keep.String()
+}
+
+// What orphanedLock finds at a lockfile a dead tally writer may have left.
+const (
+	lockNotOrphaned = iota // none, or git's
+	lockOrphaned           // the dead writer's
+	lockUndecided          // empty and young: git's or the dead writer's
+)
+
+// orphanedLock tells whether the lockfile was left by a dead tally writer
+// whose record says it was to write value there. Only a tally process
+// holding the writer lock writes a lock whose content is a prefix of a
+// recorded value, and that process is gone. An empty lock could also be one
+// git has just created, so it counts as orphaned only once it is older than
+// any live git process keeps a lock empty.
+func orphanedLock(lockPath, value string) int {
+	fi, err := os.Stat(lockPath)
+	if err != nil {
+		return lockNotOrphaned
+	}
+	if fi.Size() == 0 {
+		if time.Since(fi.ModTime()) > time.Second {
+			return lockOrphaned
+		}
+		return lockUndecided
+	}
+	b, err := os.ReadFile(lockPath)
+	if err != nil || len(b) == 0 || !strings.HasPrefix(value, string(b)) {
+		return lockNotOrphaned
+	}
+	return lockOrphaned
 }
 
 // syncDir fsyncs a directory so renames and creations in it are durable.

@@ -23,6 +23,9 @@ const (
 type Tree struct {
 	db   *ObjectDB
 	root *treeNode
+	// fresh, once TrackNew is called, holds the ids of the blobs Set since
+	// the last Hash or HashNew.
+	fresh map[ObjectID]bool
 }
 
 type treeNode struct {
@@ -207,6 +210,9 @@ func (t *Tree) Set(path string, data []byte) error {
 		return err
 	}
 	e := treeEntry{name: name, mode: modeBlob, id: HashObject(BlobObject, data), data: data}
+	if t.fresh != nil {
+		t.fresh[e.id] = true
+	}
 	if i := n.find(name); i >= 0 {
 		if n.entries[i].mode == modeTree {
 			return fmt.Errorf("%s is a directory", path)
@@ -261,6 +267,30 @@ func (t *Tree) Delete(path string) error {
 // and blob is added to it. Afterwards the overlay is clean: its nodes equal the
 // objects just computed.
 func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
+	if pw == nil {
+		return t.hash(nil, nil), nil
+	}
+	return t.hash(pw.add, nil), nil
+}
+
+// TrackNew makes the tree remember the blobs Set from now on, for HashNew.
+func (t *Tree) TrackNew() { t.fresh = map[ObjectID]bool{} }
+
+// HashNew is Hash(nil) that also calls each with the id of every object new
+// in the tree since the last Hash or HashNew: the tree of each changed
+// directory, and each blob Set since then (TrackNew must have been called
+// before those Sets) that the tree still holds. Every object of the tree
+// that was not in it at the previous hash is thus named once; an object the
+// tree already held may be named again.
+func (t *Tree) HashNew(each func(ObjectID)) (ObjectID, error) {
+	id := t.hash(nil, each)
+	clear(t.fresh)
+	return id, nil
+}
+
+// hash computes the ids of the changed directories, handing every new tree
+// and blob to add (if not nil) and naming the new ones to each (if not nil).
+func (t *Tree) hash(add func(ObjectID, ObjectType, []byte), each func(ObjectID)) ObjectID {
 	var buf bytes.Buffer
 	var hash func(n *treeNode) ObjectID
 	hash = func(n *treeNode) ObjectID {
@@ -269,10 +299,16 @@ func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
 		}
 		for i := range n.entries {
 			e := &n.entries[i]
-			if e.sub != nil {
+			switch {
+			case e.sub != nil:
 				e.id = hash(e.sub)
-			} else if e.data != nil && pw != nil {
-				pw.add(e.id, BlobObject, e.data) // e.id: Set hashed it
+			case e.data != nil:
+				if add != nil {
+					add(e.id, BlobObject, e.data) // e.id: Set hashed it
+				}
+				if each != nil && t.fresh[e.id] {
+					each(e.id)
+				}
 			}
 		}
 		buf.Reset()
@@ -283,15 +319,17 @@ func (t *Tree) Hash(pw *PackWriter) (ObjectID, error) {
 			buf.WriteByte(0)
 			buf.Write(e.id[:])
 		}
-		if pw != nil {
-			n.id = pw.Add(TreeObject, buf.Bytes())
-		} else {
-			n.id = HashObject(TreeObject, buf.Bytes())
+		n.id = HashObject(TreeObject, buf.Bytes())
+		if add != nil {
+			add(n.id, TreeObject, buf.Bytes())
+		}
+		if each != nil {
+			each(n.id)
 		}
 		n.dirty = false
 		return n.id
 	}
-	return hash(t.root), nil
+	return hash(t.root)
 }
 
 // Pending returns how many objects Hash will give its PackWriter at most:

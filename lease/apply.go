@@ -176,6 +176,13 @@ func (r *rule) note() (string, error) {
 	if b.Text == "" || len(b.Text) > maxTextLen {
 		return "", errs.New("USAGE", "note text must be 1..%d bytes", maxTextLen)
 	}
+	// The summary carries the text into the commit message, and git fsck
+	// flags a commit with a NUL byte (nulInCommit; an error with --strict,
+	// so servers with receive.fsckObjects refuse the push). Other control
+	// characters are legal in a commit; human output makes them inert.
+	if strings.IndexByte(b.Text, 0) >= 0 {
+		return "", errs.New("USAGE", "note text must not contain NUL: git fsck refuses a commit carrying one")
+	}
 	return "note: " + firstLine(b.Text, 60), nil
 }
 
@@ -511,12 +518,8 @@ type RenewBody struct {
 	TTL int `json:"ttl"`
 }
 
-// holder checks that the entry's actor holds the cell's lease at epoch. With
-// live, the lease must also not have expired. A stale epoch (older than the
-// last one granted) is checked first: the epoch is the fencing token, so a
-// holder whose lease was taken over — by anyone — learns that it was fenced
-// off (EPOCH-MISMATCH), even after the cell moved on. Otherwise the state, the
-// actor and then the exact epoch are checked.
+// holder checks that the entry's actor holds the cell's lease at epoch
+// (CheckHolder at the entry's time).
 func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
 	if err := checkIDs(b.Wave, b.Cell); err != nil {
 		return nil, err
@@ -525,36 +528,53 @@ func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckHolder(c, b, r.e.Actor, live, r.now); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// CheckHolder is the holder rule: actor holds the lease on cell c (named by
+// b) at epoch b.Epoch, and with live the lease has not expired at now. It is
+// the one definition: renew, release, fail and done apply it to their entry,
+// and `tally run` to the lease it records evidence under, so they answer
+// alike for the same lease. A stale epoch (older than the last one granted)
+// is checked first: the epoch is the fencing token, so a holder whose lease
+// was taken over — by anyone — learns that it was fenced off
+// (EPOCH-MISMATCH), even after the cell moved on. Then the state
+// (CELL-STATE unless claimed), the actor (ACTOR-MISMATCH), the exact epoch
+// (EPOCH-MISMATCH) and, with live, the expiry (LEASE-EXPIRED).
+func CheckHolder(c *Cell, b EpochBody, actor string, live bool, now time.Time) error {
 	l := c.Lease
 	if b.Epoch < c.Epoch {
 		e := errs.New("EPOCH-MISMATCH", "%s/%s is at epoch %d: epoch %d was fenced off", b.Wave, b.Cell, c.Epoch, b.Epoch).With("epoch", c.Epoch)
 		if l != nil {
 			e = e.With("holder", l.Actor)
 		}
-		return nil, e
+		return e
 	}
 	if c.State != Claimed || l == nil {
-		return nil, errs.New("CELL-STATE", "cell %s/%s is %s, not claimed", b.Wave, b.Cell, c.State).With("state", c.State)
+		return errs.New("CELL-STATE", "cell %s/%s is %s, not claimed", b.Wave, b.Cell, c.State).With("state", c.State)
 	}
-	if l.Actor != r.e.Actor {
-		return nil, errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", b.Wave, b.Cell, l.Actor, r.e.Actor).
+	if l.Actor != actor {
+		return errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", b.Wave, b.Cell, l.Actor, actor).
 			With("holder", l.Actor).With("epoch", l.Epoch)
 	}
 	if l.Epoch != b.Epoch {
-		return nil, errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", b.Wave, b.Cell, l.Epoch, b.Epoch).
+		return errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", b.Wave, b.Cell, l.Epoch, b.Epoch).
 			With("holder", l.Actor).With("epoch", l.Epoch)
 	}
 	if live {
-		expired, err := r.after(l.ExpiresAt)
+		expired, err := expiredAt(l.ExpiresAt, now)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if expired {
-			return nil, errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", b.Wave, b.Cell, l.ExpiresAt).
+			return errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", b.Wave, b.Cell, l.ExpiresAt).
 				With("expires_at", l.ExpiresAt)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 func (r *rule) renew() (string, any, error) {

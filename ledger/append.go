@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -57,7 +56,7 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 // lockWriter takes the clone's writer lock (one tally writer of the ledger at
 // a time); one held longer than writerLockTimeout is CONFLICT.
 func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
-	wl, err := gitstore.AcquireWriterLock(filepath.Join(l.LocalDir, "writer.lock"), writerLockTimeout)
+	wl, err := gitstore.AcquireWriterLock(l.Files.WriterLock(), writerLockTimeout)
 	if errors.Is(err, gitstore.ErrRefLocked) {
 		return nil, errs.New("CONFLICT", "another tally writer held %s for %v", l.Ref, writerLockTimeout)
 	}
@@ -132,7 +131,7 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 // writerRecordPath is the writer's own record (FORMAT.md §8): the tip this
 // clone's writer last extended or checked. It is apart from verify's record,
 // so that tally verify still re-derives the entries this clone appended.
-func (l *Ledger) writerRecordPath() string { return filepath.Join(l.LocalDir, "appended") }
+func (l *Ledger) writerRecordPath() string { return l.Files.Appended() }
 
 // verifiedUpTo makes sure the chain the writer is about to extend verifies:
 // the entries since the writer's record, else since verify's, are verified
@@ -141,20 +140,54 @@ func (l *Ledger) writerRecordPath() string { return filepath.Join(l.LocalDir, "a
 // this clone wrote or verified, is never extended; the error carries the
 // integrity code and the first bad seq.
 func (l *Ledger) verifiedUpTo(snap *Snapshot) error {
+	checked, err := l.checkSinceRecord(snap, "append to")
+	if err != nil || !checked {
+		return err
+	}
+	return l.writeRecordMeta(l.writerRecordPath(), snap.Commit, snap.Meta)
+}
+
+// VerifiedHead is Head for a view: the writer's check (verifiedUpTo) runs
+// on the tip first, so a view answers only from a state that verifies from
+// this clone's record, at the cost of the entries after it (normally none),
+// and refuses with the integrity code and seq otherwise. The record moves to
+// the checked tip when it can; a view on a read-only local directory still
+// answers, only checking the same entries again next time.
+func (l *Ledger) VerifiedHead() (*Snapshot, error) {
+	snap, err := l.Head()
+	if err != nil {
+		return nil, err
+	}
+	checked, err := l.checkSinceRecord(snap, "answer from")
+	if err != nil {
+		return nil, err
+	}
+	if checked {
+		_ = l.writeRecordMeta(l.writerRecordPath(), snap.Commit, snap.Meta)
+	}
+	return snap, nil
+}
+
+// checkSinceRecord verifies the entries of snap after the writer's record,
+// else after verify's, else from genesis; checked says whether it had to
+// (false: the writer's record already names this tip). An error is refused
+// as "refusing to <what> a ledger that does not verify", with the
+// verifier's code and details.
+func (l *Ledger) checkSinceRecord(snap *Snapshot, what string) (checked bool, err error) {
 	tip := snap.Commit
 	if tip.IsZero() || l.recordNames(l.writerRecordPath(), snap) {
-		return nil // the usual case: the last append recorded this very tip
+		return false, nil // the usual case: the last append recorded this very tip
 	}
 	base, _ := l.trustedRecordAt(l.writerRecordPath())
 	if base.IsZero() {
 		base, _ = l.trustedRecord()
 	}
 	if base == tip {
-		return nil
+		return true, nil
 	}
 	if _, err := l.VerifyRange(base, tip); err != nil {
 		e := errs.From(err)
-		msg := "refusing to append to a ledger that does not verify (run tally verify): " + e.Message
+		msg := "refusing to " + what + " a ledger that does not verify (run tally verify): " + e.Message
 		if e.Code == "FORK-DETECTED" || e.Code == "ROLLBACK-DETECTED" {
 			msg += fmt.Sprintf(" (if you moved %s on purpose, remove %s and %s)", l.Ref, l.writerRecordPath(), l.recordPath())
 		}
@@ -162,9 +195,9 @@ func (l *Ledger) verifiedUpTo(snap *Snapshot) error {
 		for k, v := range e.Details {
 			refused = refused.With(k, v)
 		}
-		return refused
+		return false, refused
 	}
-	return l.writeRecord(l.writerRecordPath(), tip)
+	return true, nil
 }
 
 // Prepared is an entry built on the current tip, with the objects of its
@@ -261,7 +294,7 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	// Refuse up front what verify would refuse: an unsigned entry where
 	// signatures are required, or one signed with a key not registered for
 	// the actor. (Step below changes the tree, so every refusal comes first.)
-	if err := sig.checkSigner(l.Signer); err != nil {
+	if err := sig.checkSigner(l.signer); err != nil {
 		return nil, err
 	}
 	applied, err := step(snap.Tree, raw, snap.Meta)
@@ -293,8 +326,8 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	}
 	m.add(total - written/progressEvery*progressEvery) // Pending is a bound: end at the total
 	commit := CommitFor(applied, tree, parent)
-	if l.Signer != nil {
-		if commit.Signature, err = l.Signer.SignCommit(commit.Payload()); err != nil {
+	if l.signer != nil {
+		if commit.Signature, err = l.signer.SignCommit(commit.Payload()); err != nil {
 			return nil, err
 		}
 	}

@@ -136,7 +136,7 @@ func TestCrashAppends(t *testing.T) {
 			orphans++
 			text := fmt.Sprintf("r%d-recover", round)
 			log.try(text)
-			r := runTally(t, dir, "recover", "--json", "note", text)
+			r := testrepo.Run(t, dir, "recover", nil, "--json", "note", text)
 			if r.Code != 0 {
 				lock, _ := os.ReadFile(refLock)
 				rec, _ := os.ReadFile(filepath.Join(gd, "tally", "writer.lock"))
@@ -187,13 +187,13 @@ func parseAck(text string, out []byte) (ack, bool) {
 
 // orphanFixture returns a ledger repository and what a tally process killed
 // after creating the ref's lockfile leaves behind: its writer record
-// "<new id>\n" in <commondir>/tally/writer.lock (new id: a complete entry on
+// "refs/tally/ledger <new id>\n" in <commondir>/tally/writer.lock (new id: a complete entry on
 // the tip whose objects were written, as an append writes them before it
 // takes the ref lock) and the paths of the record and the lock.
 func orphanFixture(t *testing.T) (dir, newID, record, lock string) {
 	t.Helper()
 	dir = initRepo(t)
-	if r := runTally(t, dir, "agent", "note", "before"); r.Code != 0 {
+	if r := testrepo.Run(t, dir, "agent", nil, "note", "before"); r.Code != 0 {
 		t.Fatal(r.Stderr)
 	}
 	l := openLedger(t, dir)
@@ -205,7 +205,7 @@ func orphanFixture(t *testing.T) (dir, newID, record, lock string) {
 	record = filepath.Join(gd, "tally", "writer.lock")
 	lock = filepath.Join(gd, filepath.FromSlash(ledgerRef)+".lock")
 	newID = p.Commit.String()
-	if err := os.WriteFile(record, []byte(newID+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(record, []byte(ledgerRef+" "+newID+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir, newID, record, lock
@@ -216,7 +216,7 @@ func orphanFixture(t *testing.T) (dir, newID, record, lock string) {
 func appendAfter(t *testing.T, dir, lock, text string) {
 	t.Helper()
 	before := tip(t, dir)
-	r := runTally(t, dir, "next", "--json", "note", text)
+	r := testrepo.Run(t, dir, "next", nil, "--json", "note", text)
 	if r.Code != 0 {
 		content, _ := os.ReadFile(lock)
 		t.Fatalf("append after a killed writer: exit %d %s%s (lock now %q)", r.Code, r.Stdout, r.Stderr, content)
@@ -273,7 +273,7 @@ func TestForeignLockWaitedFor(t *testing.T) {
 	t.Parallel()
 	for name, record := range map[string]func(id string) string{
 		"no-record":    func(string) string { return "" },
-		"stale-record": func(id string) string { return id + "\n" }, // a tally killed before it took the lock
+		"stale-record": func(id string) string { return ledgerRef + " " + id + "\n" }, // a tally killed before it took the lock
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -287,7 +287,7 @@ func TestForeignLockWaitedFor(t *testing.T) {
 			}
 			before := tip(t, dir)
 			start := time.Now()
-			r := runTally(t, dir, "waiter", "--json", "note", "blocked")
+			r := testrepo.Run(t, dir, "waiter", nil, "--json", "note", "blocked")
 			waited := time.Since(start)
 			if r.Code != 1 || r.ErrorCode() != "REF-LOCKED" || r.JSON["error"].(map[string]any)["retryable"] != true {
 				t.Fatalf("append beside a foreign lock: exit %d %s", r.Code, r.Stdout)
@@ -347,7 +347,7 @@ func TestGitHeldLockWaitedFor(t *testing.T) {
 		t.Fatalf("git holds no %s after prepare: %v", lock, err)
 	}
 
-	r := runTally(t, dir, "waiter", "--json", "note", "blocked")
+	r := testrepo.Run(t, dir, "waiter", nil, "--json", "note", "blocked")
 	if r.Code != 1 || r.ErrorCode() != "REF-LOCKED" {
 		t.Fatalf("append while git holds the lock: exit %d %s", r.Code, r.Stdout)
 	}

@@ -10,21 +10,19 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zeebo/blake3"
 
+	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
@@ -102,41 +100,14 @@ func tallyCmd(t testing.TB, dir, actor string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// runTally runs `tally -C dir args...` as actor and returns its outcome; with
-// --json among args, stdout must be exactly one JSON object, else the test
-// fails showing the exit code and stderr.
-func runTally(t testing.TB, dir, actor string, args ...string) testrepo.Result {
-	t.Helper()
-	cmd := tallyCmd(t, dir, actor, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := testrepo.Result{Stdout: stdout.String(), Stderr: stderr.String()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.Code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			t.Fatalf("tally %v killed by %v\nstderr: %s", args, ws.Signal(), r.Stderr)
-		}
-	} else if err != nil {
-		t.Fatalf("tally %v: %v", args, err)
-	}
-	if slices.Contains(args, "--json") {
-		dec := json.NewDecoder(strings.NewReader(r.Stdout))
-		if err := dec.Decode(&r.JSON); err != nil || dec.More() {
-			t.Fatalf("tally %v: exit %d, stdout is not one JSON object (%v): %q\nstderr: %s", args, r.Code, err, r.Stdout, r.Stderr)
-		}
-	}
-	return r
-}
-
-// initRepo creates a repository with a ledger (through `tally init`).
+// initRepo creates a repository with a ledger (its genesis appended in
+// this process).
 func initRepo(t testing.TB) string {
 	t.Helper()
 	dir := testrepo.New(t)
 	t.Cleanup(func() { waitMaintenance(t, dir) })
-	if r := runTally(t, dir, "init", "--json", "init"); r.Code != 0 {
-		t.Fatalf("tally init: exit %d %s %s", r.Code, r.Stdout, r.Stderr)
+	if _, err := openLedger(t, dir).Append("init", genesisDraft("test/"+filepath.Base(dir))); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
@@ -323,18 +294,26 @@ func fsck(t testing.TB, dir string) {
 	}
 }
 
-// verifyOK runs `tally verify --json` (with --full if full) and requires success.
+// verifyOK verifies the ledger at dir in this process as `tally verify`
+// does (through the facade, so a clone's tally.remote is honoured; with
+// --full if full), requires success and returns the report as the JSON
+// object the command prints.
 func verifyOK(t testing.TB, dir string, full bool) map[string]any {
 	t.Helper()
-	args := []string{"--json", "verify"}
-	if full {
-		args = append(args, "--full")
+	c, err := tally.Open(dir, tally.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := runTally(t, dir, "verifier", args...)
-	if r.Code != 0 || r.JSON["ok"] != true {
-		t.Fatalf("tally %v: exit %d\n%s%s", args, r.Code, r.Stdout, r.Stderr)
+	defer c.Close()
+	rep, err := c.Verify(full)
+	if err != nil {
+		t.Fatalf("verify (full %v): %v", full, err)
 	}
-	return r.JSON
+	obj, err := tally.ResultObject(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
 }
 
 // lockFiles lists the *.lock files under refs/ and packed-refs.lock.
@@ -532,7 +511,7 @@ func relink(t testing.TB, dir, parent, parentHash string, entries []chainEntry) 
 // the given code and seq (seq < 0: no seq expected).
 func verifyFails(t testing.TB, dir string, code string, seq int, args ...string) testrepo.Result {
 	t.Helper()
-	r := runTally(t, dir, "verifier", append([]string{"--json", "verify"}, args...)...)
+	r := testrepo.Run(t, dir, "verifier", nil, append([]string{"--json", "verify"}, args...)...)
 	e, _ := r.JSON["error"].(map[string]any)
 	gotSeq, hasSeq := e["seq"].(float64)
 	bad := r.Code != 3 || r.JSON["ok"] != false || r.ErrorCode() != code || e["retryable"] != false

@@ -7,8 +7,6 @@ package ledger
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,12 +21,20 @@ import (
 // <namespace>/ledger.
 const DefaultNamespace = "refs/tally"
 
-// Options configure Open.
+// Options configure Open. They are the whole configuration of a ledger:
+// nothing below cmd/ reads the environment, so a library user gets exactly
+// what it passes.
 type Options struct {
-	// Namespace is the ref prefix (default DefaultNamespace, or $TALLY_NAMESPACE).
+	// Namespace is the ref prefix (default DefaultNamespace); a trailing "/"
+	// is dropped, and <namespace>/ledger must be a valid ref name.
 	Namespace string
-	// Now is the clock; by default $TALLY_NOW (RFC 3339) if set, else the wall clock.
+	// Now is the clock new entries are stamped with (default the wall clock).
 	Now func() time.Time
+	// Signer, if set, signs every ledger commit this ledger appends.
+	Signer *identity.Signer
+	// Maintain, if set, runs background compaction outside this process (see
+	// Maintainer); unset, it runs in a goroutine of this one.
+	Maintain Maintainer
 }
 
 // Ledger is one ledger in one repository.
@@ -36,25 +42,38 @@ type Ledger struct {
 	Repo      *gitstore.Repo
 	Namespace string
 	Ref       string
-	// LocalDir holds this clone's never-pushed files (writer lock, verify
-	// record, pending evidence). It lives in the common git directory, so every
-	// linked worktree of a clone shares it.
-	LocalDir string
-	// Signer, if set, signs every ledger commit this process appends.
-	Signer *identity.Signer
-	// Maintainer, if set, is the tally executable: background compaction then
-	// runs as a detached `tally gc` process instead of in this one.
-	Maintainer string
+	// Files names this clone's never-pushed files (writer lock, verify
+	// record, pending evidence). They live in the common git directory, so
+	// every linked worktree of a clone shares them.
+	Files gitstore.LocalPaths
 	// Progress, if set, is told how far verification, sync's rebuild, a
 	// large append and compaction have come.
 	Progress Progress
+
 	now      func() time.Time
+	signer   *identity.Signer
+	maintain Maintainer
 
 	repacking chan struct{} // closed when a background compaction started here ends
 }
 
 // Open opens the ledger of the repository containing dir.
 func Open(dir string, opt Options) (*Ledger, error) {
+	repo, err := OpenRepo(dir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := New(repo, opt)
+	if err != nil {
+		repo.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// OpenRepo opens the repository containing dir, with tally's error codes, for
+// a caller that reads its configuration before it chooses the Options (New).
+func OpenRepo(dir string) (*gitstore.Repo, error) {
 	repo, err := gitstore.Open(dir)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrUnsupported) {
@@ -62,10 +81,13 @@ func Open(dir string, opt Options) (*Ledger, error) {
 		}
 		return nil, errs.Wrap("NOT-A-REPO", err, "cannot open repository")
 	}
+	return repo, nil
+}
+
+// New opens the ledger of an open repository; opt is validated here, once.
+// The ledger owns repo from then on (Close closes it).
+func New(repo *gitstore.Repo, opt Options) (*Ledger, error) {
 	ns := opt.Namespace
-	if ns == "" {
-		ns = os.Getenv("TALLY_NAMESPACE")
-	}
 	if ns == "" {
 		ns = DefaultNamespace
 	}
@@ -75,33 +97,14 @@ func Open(dir string, opt Options) (*Ledger, error) {
 	}
 	now := opt.Now
 	if now == nil {
-		if now, err = EnvClock(); err != nil {
-			return nil, err
-		}
+		now = time.Now
 	}
-	local := filepath.Join(repo.CommonDir, "tally")
+	local := gitstore.LocalPathsOf(repo.CommonDir)
 	if ns != DefaultNamespace {
-		local = filepath.Join(repo.CommonDir, "tally", "ns", strings.ReplaceAll(ns, "/", "%"))
+		local = local.ForNamespace(ns)
 	}
-	return &Ledger{Repo: repo, Namespace: ns, Ref: ns + "/ledger", LocalDir: local, now: now}, nil
-}
-
-// EnvClock returns the clock tally uses: $TALLY_NOW if set, else the wall clock.
-func EnvClock() (func() time.Time, error) {
-	s := os.Getenv("TALLY_NOW")
-	if s == "" {
-		return time.Now, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return nil, errs.New("USAGE", "TALLY_NOW must be RFC 3339: %v", err)
-	}
-	if !chain.TimeInRange(t) {
-		// An offset can carry a year-9999 (or year-0) time out of the format.
-		return nil, errs.New("USAGE", "TALLY_NOW %s is %s in UTC, outside the years 0000..9999 an entry's time can carry",
-			s, t.UTC().Format(time.RFC3339Nano)).With("limit", chain.LastTime)
-	}
-	return func() time.Time { return t }, nil
+	return &Ledger{Repo: repo, Namespace: ns, Ref: ns + "/ledger", Files: local,
+		now: now, signer: opt.Signer, maintain: opt.Maintain}, nil
 }
 
 // Now is the ledger's clock.

@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"os"
-	"os/exec"
-	"syscall"
 
 	"github.com/tally-dev/tally/gitstore"
 )
@@ -17,31 +15,36 @@ import (
 // lock taken leaves the work to its holder.
 const compactTrigger = 12 // mergeable packs that make an append start a compaction
 
-// maybePack starts a background compaction when packs have piled up: in a
-// detached `tally gc` process if the caller named one (Maintainer), so a
-// short-lived command exits at once, else in a goroutine (WaitMaintenance).
-// The detached process inherits the held lock and keeps it until it exits.
+// A Maintainer starts a compaction of the ledger's repository in another
+// process, so that a short-lived command can exit at once (the command line
+// starts a detached `tally gc`). It is handed the compaction lock's open file,
+// already locked: the other process must inherit it and hold it until its
+// compaction ends, and it must merge packs as Compact does. It returns once
+// that process has started, with a function that waits for it to end; an
+// error means nothing was started.
+type Maintainer func(l *Ledger, lock *os.File) (wait func(), err error)
+
+// maybePack starts a background compaction when packs have piled up: through
+// Options.Maintain if the caller gave one, else in a goroutine
+// (WaitMaintenance).
 func (l *Ledger) maybePack() {
 	if !gitstore.NeedsCompaction(l.Repo.ObjectDir, compactTrigger) {
 		return
 	}
-	lock, err := gitstore.LockCompaction(gitstore.CompactionLockPath(l.Repo.CommonDir), false)
+	lock, err := gitstore.LockCompaction(l.Files.CompactLock(), false)
 	if err != nil || lock == nil {
 		return // busy, or no lock to be had: the next append tries again
 	}
 	done := make(chan struct{})
 	l.repacking = done
-	if l.Maintainer != "" {
-		cmd := exec.Command(l.Maintainer, "-C", l.Repo.CommonDir, "--namespace", l.Namespace, "gc", "--holding-lock")
-		cmd.ExtraFiles = []*os.File{lock.File()}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		err := cmd.Start()
+	if l.maintain != nil {
+		wait, err := l.maintain(l, lock.File())
 		lock.Close()
 		if err != nil {
 			close(done)
 			return
 		}
-		go func() { cmd.Wait(); close(done) }()
+		go func() { wait(); close(done) }()
 		return
 	}
 	go func() {
@@ -63,7 +66,7 @@ func (l *Ledger) WaitMaintenance() {
 // CompactNow waits for any running compaction, then merges the repository's
 // small packs (tally gc).
 func (l *Ledger) CompactNow() (*gitstore.CompactReport, error) {
-	lock, err := gitstore.LockCompaction(gitstore.CompactionLockPath(l.Repo.CommonDir), true)
+	lock, err := gitstore.LockCompaction(l.Files.CompactLock(), true)
 	if err != nil {
 		return nil, err
 	}

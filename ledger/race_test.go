@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/ledger"
 )
 
@@ -331,7 +332,7 @@ func checkRepo(t *testing.T, dir string, entries []chainEntry) {
 	if j["entries"] != float64(len(entries)) || j["checked"] != float64(len(entries)) {
 		t.Errorf("verify --full: %v, want %d entries", j, len(entries))
 	}
-	r := runTally(t, dir, "reader", "--json", "log")
+	r := testrepo.Run(t, dir, "reader", nil, "--json", "log")
 	logged, _ := r.JSON["entries"].([]any)
 	if r.Code != 0 || len(logged) != len(entries) {
 		t.Fatalf("tally log: exit %d, %d entries, want %d", r.Code, len(logged), len(entries))
@@ -488,7 +489,7 @@ func TestLongLivedReaderReleasesPacks(t *testing.T) {
 	l := openLedger(t, dir)
 	const rounds = 60
 	for i := range rounds {
-		if r := runTally(t, dir, "agent", "note", fmt.Sprintf("n%d", i)); r.Code != 0 {
+		if r := testrepo.Run(t, dir, "agent", nil, "note", fmt.Sprintf("n%d", i)); r.Code != 0 {
 			t.Fatalf("tally note: exit %d %s", r.Code, r.Stderr)
 		}
 		if i%10 == 9 {

@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/tally-dev/tally/internal/testrepo"
@@ -31,7 +30,7 @@ func TestVerifyRecordNeverBelieved(t *testing.T) {
 	if _, err := l.Verify(false); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(l.LocalDir, "verified")
+	path := l.Files.Verified()
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,7 +28,7 @@ const remoteAttempts = 32
 // tip it verified (or pushed itself, built on a verified tip), in the same
 // self-checking form as the local verify record.
 func (l *Ledger) remoteRecordPath(remote string) string {
-	return filepath.Join(l.LocalDir, "remotes", url.PathEscape(remote)+".json")
+	return l.Files.RemoteRecord(remote)
 }
 
 func (l *Ledger) readRemoteRecord(remote string) gitstore.ObjectID {
@@ -63,7 +61,7 @@ func TrackingRef(remote, ref string) string {
 const NotesRef = "refs/notes/tally"
 
 // NotesLock is the writer lock of NotesRef in this clone.
-func (l *Ledger) NotesLock() string { return filepath.Join(l.LocalDir, "notes.lock") }
+func (l *Ledger) NotesLock() string { return l.Files.NotesLock() }
 
 // fetchRemote fetches the remote's ledger into its tracking ref and, in the
 // same fetch, the remote's receipt notes into theirs (TrackingRef). When the

@@ -41,6 +41,17 @@ func sigDraft(kind string, body any) ledger.BuildFunc {
 	}
 }
 
+// signedAs opens the ledger at dir signing with s (nil: unsigned).
+func signedAs(t *testing.T, dir string, s *identity.Signer) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.Open(dir, ledger.Options{Signer: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 // sigSetup makes a ledger where alice has a registered key; bob's key is not
 // registered for anyone.
 func sigSetup(t *testing.T) (dir string, l *ledger.Ledger, alice, bob *identity.Signer, alicePub string) {
@@ -49,15 +60,10 @@ func sigSetup(t *testing.T) (dir string, l *ledger.Ledger, alice, bob *identity.
 	keys := t.TempDir()
 	alice, alicePub = sigKey(t, keys, "alice")
 	bob, _ = sigKey(t, keys, "bob")
-	l, err := ledger.Open(dir, ledger.Options{})
-	if err != nil {
+	if _, err := signedAs(t, dir, nil).Append("alice", genesis()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	if _, err := l.Append("alice", genesis()); err != nil {
-		t.Fatal(err)
-	}
-	l.Signer = alice
+	l = signedAs(t, dir, alice)
 	norm, _, _ := identity.NormalizeKey(alicePub)
 	if _, err := l.Append("alice", sigDraft("keys", lease.KeysBody{Op: "add", Actor: "alice", Key: norm})); err != nil {
 		t.Fatal(err)
@@ -97,12 +103,10 @@ func TestGitVerifyCommitAcceptsLedgerCommit(t *testing.T) {
 // writer (KEY-UNKNOWN, exit 2: nothing is corrupt yet), and, forged into the
 // ledger, fails verify with BAD-SIGNATURE.
 func TestWrongKeyRefusedByWriterAndVerify(t *testing.T) {
-	dir, l, alice, bob, _ := sigSetup(t)
-	l.Signer = bob
-	if _, err := l.Append("alice", note("as alice, with bob's key")); !errs.Is(err, "KEY-UNKNOWN") || errs.From(err).Class() != errs.Refused {
+	dir, l, _, bob, _ := sigSetup(t)
+	if _, err := signedAs(t, dir, bob).Append("alice", note("as alice, with bob's key")); !errs.Is(err, "KEY-UNKNOWN") || errs.From(err).Class() != errs.Refused {
 		t.Fatalf("writer: got %v, want KEY-UNKNOWN (refused)", err)
 	}
-	l.Signer = alice
 	p, err := l.Prepare("alice", note("to be re-signed"))
 	if err != nil {
 		t.Fatal(err)
@@ -124,12 +128,9 @@ func TestRequireSignatures(t *testing.T) {
 	if _, err := l.Append("alice", sigDraft("policy", lease.PolicySet{RequireSignatures: &yes, Admins: &admins})); err != nil {
 		t.Fatal(err)
 	}
-	signer := l.Signer
-	l.Signer = nil
-	if _, err := l.Append("alice", note("unsigned")); !errs.Is(err, "KEY-REQUIRED") || errs.From(err).Class() != errs.Refused {
+	if _, err := signedAs(t, dir, nil).Append("alice", note("unsigned")); !errs.Is(err, "KEY-REQUIRED") || errs.From(err).Class() != errs.Refused {
 		t.Fatalf("writer: got %v, want KEY-REQUIRED (refused)", err)
 	}
-	l.Signer = signer
 	p, err := l.Prepare("alice", note("signature to be stripped"))
 	if err != nil {
 		t.Fatal(err)
@@ -261,8 +262,8 @@ func TestSignatureHeaderOneForm(t *testing.T) {
 // not required) is still accepted only in its canonical form: a re-armored
 // copy of it is BAD-SIGNATURE.
 func TestUncheckableSignatureCanonical(t *testing.T) {
-	dir, l, _, bob, _ := sigSetup(t)
-	l.Signer = bob // carol has no key: bob's signature on her entry is not checkable
+	dir, _, _, bob, _ := sigSetup(t)
+	l := signedAs(t, dir, bob) // carol has no key: bob's signature on her entry is not checkable
 	p, err := l.Prepare("carol", note("signed, not checkable"))
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,10 @@ import (
 type Source interface {
 	// Remote names the remote (a remote name or URL); "" for the local ref.
 	Remote() string
-	// Head is the current state: the local tip, or the remote's tip fetched
-	// and verified. No ledger is NOT-INITIALIZED.
+	// Head is the current state, verified: the local tip checked from this
+	// clone's record (VerifiedHead), or the remote's tip fetched and
+	// verified. No ledger is NOT-INITIALIZED; one that does not verify is
+	// refused with the integrity code.
 	Head() (*Snapshot, error)
 	// LocalHead is the current state when it can be read without asking
 	// anyone (ok false otherwise): what an agent polling for work reads to
@@ -54,7 +56,7 @@ type localSource struct{ l *Ledger }
 
 func (s localSource) Remote() string { return "" }
 func (s localSource) Head() (*Snapshot, error) {
-	h, err := s.l.Head()
+	h, err := s.l.VerifiedHead()
 	return h, s.l.cloneHint(err)
 }
 func (s localSource) LocalHead() (*Snapshot, bool, error) {

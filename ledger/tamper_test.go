@@ -402,7 +402,7 @@ func TestVerifyIncrementalChecksOnlyNew(t *testing.T) {
 	dir, _, _ := tamperFixture(t)
 	const added = 7
 	for i := range added {
-		if r := runTally(t, dir, "agent", "note", fmt.Sprintf("new-%d", i)); r.Code != 0 {
+		if r := testrepo.Run(t, dir, "agent", nil, "note", fmt.Sprintf("new-%d", i)); r.Code != 0 {
 			t.Fatalf("tally note: exit %d %s", r.Code, r.Stderr)
 		}
 	}
@@ -452,7 +452,7 @@ func TestWriterRefusesUnverifiedChain(t *testing.T) {
 	tampered := tip(t, dir)
 	refused := func(code string) {
 		t.Helper()
-		r := runTally(t, dir, "agent", "--json", "note", "on top")
+		r := testrepo.Run(t, dir, "agent", nil, "--json", "note", "on top")
 		e, _ := r.JSON["error"].(map[string]any)
 		if r.Code != 3 || e["code"] != code || !strings.Contains(e["message"].(string), "refusing to append") {
 			t.Fatalf("note on a tampered ledger: exit %d %s, want %s", r.Code, r.Stdout, code)
@@ -468,7 +468,61 @@ func TestWriterRefusesUnverifiedChain(t *testing.T) {
 		}
 	}
 	refused("HASH-MISMATCH")
-	if r := runTally(t, dir, "agent", "--json", "note", "on top"); r.JSON["error"].(map[string]any)["seq"] != float64(k) {
+	if r := testrepo.Run(t, dir, "agent", nil, "--json", "note", "on top"); r.JSON["error"].(map[string]any)["seq"] != float64(k) {
 		t.Fatalf("the refusal does not name seq %d: %s", k, r.Stdout)
 	}
+}
+
+// TestViewsRefuseUnverifiedChain: a view answers only from a state that
+// verifies. On an intact ledger every view's --json names the verified
+// state it read ("verified": through the tip seq, with its hash); after the
+// tip entry is rewritten by hand, status, show, next, log and locks all
+// refuse with the verifier's integrity code (exit 3) instead of answering
+// from it: FORK-DETECTED in a clone whose record saw the real tip,
+// HASH-MISMATCH at the entry in a clone with no record.
+func TestViewsRefuseUnverifiedChain(t *testing.T) {
+	t.Parallel()
+	dir, _, _ := tamperFixture(t)
+	if r := testrepo.Run(t, dir, "agent", nil, "--json", "plan", remotePlanFile(t, "w", "a", "b")); r.Code != 0 {
+		t.Fatalf("plan: exit %d %s", r.Code, r.Stdout)
+	}
+	if r := testrepo.Run(t, dir, "agent", nil, "--json", "note", "the tip"); r.Code != 0 {
+		t.Fatalf("note: exit %d %s", r.Code, r.Stdout)
+	}
+	entries := readChain(t, dir)
+	k := len(entries) - 1
+	views := [][]string{{"status"}, {"show", "w/a"}, {"next"}, {"log"}, {"locks"}}
+	for _, v := range views {
+		r := testrepo.Run(t, dir, "agent", nil, append([]string{"--json"}, v...)...)
+		ver, _ := r.JSON["verified"].(map[string]any)
+		if r.Code != 0 || ver["through"] != float64(k) || ver["head"] != entryHashHex(entries[k].Raw) {
+			t.Fatalf("%v on an intact ledger: exit %d, verified %v, want through %d: %s", v, r.Code, ver, k, r.Stdout)
+		}
+	}
+	commits := revList(t, dir, ledgerRef)
+	raw := strings.Replace(string(entries[k].Raw), `"text":"the tip"`, `"text":"the tap"`, 1)
+	replaceEntry(t, dir, commits, k, []byte(raw), false)
+	refused := func(code string) {
+		t.Helper()
+		for _, v := range views {
+			r := testrepo.Run(t, dir, "agent", nil, append([]string{"--json"}, v...)...)
+			e, _ := r.JSON["error"].(map[string]any)
+			if r.Code != 3 || e["code"] != code || !strings.Contains(e["message"].(string), "does not verify") {
+				t.Fatalf("%v on a tampered ledger: exit %d %s, want %s", v, r.Code, r.Stdout, code)
+			}
+			if code == "HASH-MISMATCH" && e["seq"] != float64(k) {
+				t.Fatalf("%v: the refusal does not name seq %d: %s", v, k, r.Stdout)
+			}
+			if h := testrepo.Run(t, dir, "agent", nil, v...); h.Code != 3 || !strings.Contains(h.Stderr, code) || h.Stdout != "" {
+				t.Fatalf("%v (text) on a tampered ledger: exit %d, stdout %q, stderr %q", v, h.Code, h.Stdout, h.Stderr)
+			}
+		}
+	}
+	refused("FORK-DETECTED")
+	for _, record := range []string{"verified", "appended"} { // a clone that never verified or wrote
+		if err := os.Remove(filepath.Join(gitDir(t, dir), "tally", record)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	refused("HASH-MISMATCH")
 }

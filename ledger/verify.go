@@ -42,12 +42,14 @@ type verifiedRecord struct {
 	Hash   chain.Hash `json:"hash"`
 }
 
-func (l *Ledger) recordPath() string { return filepath.Join(l.LocalDir, "verified") }
+func (l *Ledger) recordPath() string { return l.Files.Verified() }
 
 // Verify re-derives the ledger from the repository and checks every entry
 // added since the last successful verification recorded in this clone (all of
 // them with full). A failure is an *errs.Error whose code names the check and
-// whose "seq" detail names the first bad position.
+// whose "seq" detail names the first bad position. With full it also reads
+// back every stored object of every state and checks its SHA-1
+// (verifier.stored).
 func (l *Ledger) Verify(full bool) (*Report, error) {
 	tip, err := l.Tip()
 	if err != nil {
@@ -61,7 +63,7 @@ func (l *Ledger) Verify(full bool) (*Report, error) {
 	if !full {
 		base, stale = l.trustedRecord()
 	}
-	rep, err := l.VerifyRange(base, tip)
+	rep, err := l.verifyRange(base, tip, nil, full)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +153,12 @@ func (l *Ledger) VerifyRange(base, tip gitstore.ObjectID) (*Report, error) {
 // verifier's tree overlay is restarted from the verified stored tree every
 // minSegment entries, so it holds only what recent entries touched.
 func (l *Ledger) VerifyRangeEach(base, tip gitstore.ObjectID, each func(*Applied) error) (*Report, error) {
+	return l.verifyRange(base, tip, each, false)
+}
+
+// verifyRange is VerifyRangeEach; with stored, the verifiers also check the
+// stored objects (verifier.stored).
+func (l *Ledger) verifyRange(base, tip gitstore.ObjectID, each func(*Applied) error, stored bool) (*Report, error) {
 	db, err := l.Repo.Objects()
 	if err != nil {
 		return nil, err
@@ -168,8 +176,12 @@ func (l *Ledger) VerifyRangeEach(base, tip gitstore.ObjectID, each func(*Applied
 	if expect >= minSegment {
 		defer collectGarbage()()
 	}
-	v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each,
+	v := &verifier{db: db, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each,
 		sigRules: map[string]*sigRule{}, meter: l.meter("verify", expect)}
+	if stored {
+		v.stored = []gitstore.ObjectID{}
+	}
+	v.setTree(start.Tree)
 	var checked int
 	if each != nil {
 		checked, err = l.verifyInOrder(db, v, base, tip)
@@ -236,11 +248,15 @@ func (l *Ledger) verifySegments(db *gitstore.ObjectDB, first *verifier, base, ti
 			for seg := range queue {
 				v := &verifier{db: db, each: first.each, sigRules: map[string]*sigRule{}, meter: first.meter,
 					tree: first.tree, pos: first.pos, parent: first.parent, meta: first.meta}
+				if first.stored != nil {
+					v.stored = []gitstore.ObjectID{}
+				}
 				var err error
 				if seg.parent != base {
 					var snap *Snapshot
 					if snap, err = l.SnapshotAt(seg.parent); err == nil {
-						v.tree, v.pos, v.parent, v.meta = snap.Tree, snap.Meta.Size, seg.parent, snap.Meta
+						v.setTree(snap.Tree)
+						v.pos, v.parent, v.meta = snap.Meta.Size, seg.parent, snap.Meta
 					}
 				}
 				if err == nil {
@@ -345,6 +361,22 @@ type verifier struct {
 	// sigRules caches the signature rule per actor; policy and keys entries
 	// invalidate it.
 	sigRules map[string]*sigRule
+	// stored, when not nil, collects the objects each entry's replay made
+	// anew, and check reads each back from the repository and checks its
+	// SHA-1 (gitstore.ObjectDB.ReadVerified), and the commit's: a full
+	// verification thus reads every stored object of every state once,
+	// since each was new in some entry, and a damaged one is CORRUPT at
+	// the entry that introduced it.
+	stored []gitstore.ObjectID
+}
+
+// setTree makes t the state the next entry applies to, tracking the objects
+// its replays make anew when the verifier checks stored objects.
+func (v *verifier) setTree(t *gitstore.Tree) {
+	if v.stored != nil {
+		t.TrackNew()
+	}
+	v.tree = t
 }
 
 // minSegment is the fewest entries worth a parallel segment of their own (a
@@ -392,7 +424,7 @@ func (v *verifier) run(commits []walked) error {
 			return err
 		}
 		if (i+1)%minSegment == 0 || i+1 == len(commits) {
-			v.tree = gitstore.NewTree(v.db, w.commit.Tree)
+			v.setTree(gitstore.NewTree(v.db, w.commit.Tree))
 			v.db.DropResident()
 		}
 		v.meter.add(counted(i, len(commits)))
@@ -452,12 +484,15 @@ func (v *verifier) check(w walked, f fetched) error {
 		}
 		return v.fail("RULE-VIOLATION", "breaks rule %s: %s", e.Code, e.Message).With("rule", e.Code)
 	}
-	tree, err := v.tree.Hash(nil)
+	tree, err := v.hashTree()
 	if err != nil {
 		return err
 	}
 	if tree != c.Tree {
 		return v.fail("STATE-MISMATCH", "commit %s has tree %s, replaying the entries gives %s", w.id, c.Tree, tree)
+	}
+	if err := v.checkStored(w); err != nil {
+		return err
 	}
 	// The commit must be byte for byte the one §4 prescribes, carrying the
 	// signature it has (if any) in the one place Encode puts it. Where it is
@@ -489,6 +524,33 @@ func (v *verifier) check(w walked, f fetched) error {
 	v.pos++
 	v.parent = w.id
 	v.meta = applied.Meta
+	return nil
+}
+
+// hashTree computes the state tree's id after an entry, collecting the
+// objects it made anew when the verifier checks stored objects.
+func (v *verifier) hashTree() (gitstore.ObjectID, error) {
+	if v.stored == nil {
+		return v.tree.Hash(nil)
+	}
+	return v.tree.HashNew(func(id gitstore.ObjectID) { v.stored = append(v.stored, id) })
+}
+
+// checkStored reads back the objects hashTree collected and checks their
+// SHA-1, and the commit's (its bytes are the ones check compared).
+func (v *verifier) checkStored(w walked) error {
+	if v.stored == nil {
+		return nil
+	}
+	if got := gitstore.HashObject(gitstore.CommitObject, w.commit.Raw()); got != w.id {
+		return v.fail("CORRUPT", "commit %s is damaged: its content hashes to %s", w.id, got)
+	}
+	for _, id := range v.stored {
+		if _, _, err := v.db.ReadVerified(id); err != nil {
+			return v.fail("CORRUPT", "commit %s: stored state object %s: %v", w.id, id, err)
+		}
+	}
+	v.stored = v.stored[:0]
 	return nil
 }
 

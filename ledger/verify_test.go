@@ -84,7 +84,7 @@ func TestVerifyFullAndIncrementalAgree(t *testing.T) {
 	verifyOK(t, dir, false)
 	for batch := range 3 {
 		for i := range batch + 2 {
-			if r := runTally(t, dir, "agent", "note", fmt.Sprintf("b%d-%d", batch, i)); r.Code != 0 {
+			if r := testrepo.Run(t, dir, "agent", nil, "note", fmt.Sprintf("b%d-%d", batch, i)); r.Code != 0 {
 				t.Fatal(r.Stderr)
 			}
 		}
@@ -153,7 +153,7 @@ func TestVerifyJSONShape(t *testing.T) {
 		t.Fatalf("error has members %s: %s", keys(e), r.Stdout)
 	}
 	// without --json: nothing on stdout, the reason on stderr, still exit 3
-	r = runTally(t, dir, "verifier", "verify", "--full")
+	r = testrepo.Run(t, dir, "verifier", nil, "verify", "--full")
 	if r.Code != 3 || r.Stdout != "" || !strings.Contains(r.Stderr, "HASH-MISMATCH") {
 		t.Fatalf("verify without --json: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
@@ -163,7 +163,7 @@ func TestVerifyNotInitialized(t *testing.T) {
 	t.Parallel()
 	dir := testrepo.New(t)
 	for _, args := range [][]string{{"verify"}, {"verify", "--full"}, {"log"}, {"note", "too early"}} {
-		r := runTally(t, dir, "agent", append([]string{"--json"}, args...)...)
+		r := testrepo.Run(t, dir, "agent", nil, append([]string{"--json"}, args...)...)
 		if r.Code != 2 || r.ErrorCode() != "NOT-INITIALIZED" || r.JSON["ok"] != false {
 			t.Errorf("tally %v on a repository without a ledger: exit %d %s", args, r.Code, r.Stdout)
 		}
@@ -180,7 +180,7 @@ func TestInitTwice(t *testing.T) {
 	t.Parallel()
 	dir := initRepo(t)
 	before := tip(t, dir)
-	r := runTally(t, dir, "agent", "--json", "init")
+	r := testrepo.Run(t, dir, "agent", nil, "--json", "init")
 	if r.Code != 2 || r.ErrorCode() != "ALREADY-INITIALIZED" || r.JSON["ok"] != false {
 		t.Fatalf("second tally init: exit %d %s", r.Code, r.Stdout)
 	}

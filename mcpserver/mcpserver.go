@@ -153,9 +153,14 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 // call runs a facade call on the server's client, one at a time; an error
 // becomes an *errs.Error, as the command line reports it.
 func (s *Server) call(f func(c *tally.Client) error) error {
+	return s.lend(func() error { return f(s.c) })
+}
+
+// lend runs f while it holds the client (tally.Client.Run borrows it so).
+func (s *Server) lend(f func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := f(s.c); err != nil {
+	if err := f(); err != nil {
 		return errs.From(err)
 	}
 	return nil

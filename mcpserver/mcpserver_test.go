@@ -302,10 +302,11 @@ func TestTools(t *testing.T) {
 		t.Fatalf("refusals moved the ledger")
 	}
 
-	// Run records evidence; a failing command is a result, not an error.
-	run := a.ok(t, "run", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "argv": []string{"sh", "-c", "pwd; echo oops >&2; exit 3"}})
+	// Run records evidence; a failing command is COMMAND-FAILED (refused), as
+	// tally run answers, with the evidence recorded and the output's tails.
+	run := a.refuse(t, "COMMAND-FAILED", false, "run", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "argv": []string{"sh", "-c", "pwd; echo oops >&2; exit 3"}})
 	wt, _ := filepath.EvalSymlinks(dir)
-	if get(t, run, "evidence", "exit_code") != 3.0 || get(t, run, "stdout_tail") != wt+"\n" || get(t, run, "stderr_tail") != "oops\n" ||
+	if run["exit_code"] != 3.0 || get(t, run, "evidence", "exit_code") != 3.0 || get(t, run, "stdout_tail") != wt+"\n" || get(t, run, "stderr_tail") != "oops\n" ||
 		get(t, run, "evidence", "stderr", "size") != 5.0 || get(t, run, "evidence", "epoch") != 1.0 {
 		t.Fatalf("run: %v", run)
 	}

@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -197,8 +195,8 @@ func (s *Server) tools() {
 			return out, err
 		})
 	add(s, "run", "Run a command in the work tree under your live lease and record its evidence for done: argv, "+
-		"exit code, duration, size and digests of stdout and stderr (tally run). A failing command is not a tool error: "+
-		"read evidence.exit_code.", s.run)
+		"exit code, duration, size and digests of stdout and stderr (tally run). A failing command is the tool error "+
+		"COMMAND-FAILED, its evidence still recorded: read exit_code, stdout_tail and stderr_tail in its details.", s.run)
 	add(s, "lock", "Lease repository paths, all or none; a pattern you hold is renewed (tally lock).",
 		func(_ context.Context, in LockIn) (out *tally.LockResult, err error) {
 			if in.WaitSeconds > 0 && in.Epochs != nil { // the schema admits no negative wait
@@ -256,44 +254,27 @@ func (s *Server) run(ctx context.Context, in RunIn) (*RunOut, error) {
 	if len(in.Argv) == 0 { // the schema admits no negative timeout
 		return nil, errs.New("USAGE", "give argv, the command to run")
 	}
-	var ls *lease.Lease
-	var start time.Time
-	err := s.call(func(c *tally.Client) (err error) {
-		start = c.L.Now()
-		ls, err = c.LiveLease(in.Wave, in.Cell, in.Epoch)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
 	if in.TimeoutSeconds > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
 		defer cancel()
 	}
-	out, errOut := receipt.NewStreamDigest(), receipt.NewStreamDigest()
 	var outTail, errTail tail
 	child := exec.CommandContext(ctx, in.Argv[0], in.Argv[1:]...)
 	child.Dir = s.inWorkTree(".")
-	child.Stdout, child.Stderr = io.MultiWriter(out, &outTail), io.MultiWriter(errOut, &errTail)
+	child.Stdout, child.Stderr = &outTail, &errTail
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	child.Cancel = func() error { return syscall.Kill(-child.Process.Pid, syscall.SIGKILL) }
 	child.WaitDelay = 5 * time.Second
-	t0 := time.Now()
-	code := 0
-	if err := child.Run(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			return nil, errs.New("USAGE", "run %s: %v", in.Argv[0], err)
-		}
-		code = ee.ExitCode()
+	res, err := s.c.Run(in.Wave, in.Cell, in.Epoch, child, s.lend)
+	if errs.Is(err, "COMMAND-FAILED") {
+		// The tails are what an agent reads to see why; the CLI streams them.
+		return nil, errs.From(err).With("stdout_tail", outTail.String()).With("stderr_tail", errTail.String())
 	}
-	ev := lease.Evidence{Argv: in.Argv, ExitCode: code, StartedAt: chain.FormatTime(start),
-		DurationMS: time.Since(t0).Milliseconds(), Stdout: out.Digest(), Stderr: errOut.Digest(), Epoch: ls.Epoch}
-	if err := s.call(func(c *tally.Client) error { return c.RecordEvidence(in.Wave, in.Cell, ev) }); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return &RunOut{Evidence: ev, StdoutTail: outTail.String(), StderrTail: errTail.String()}, nil
+	return &RunOut{Evidence: res.Evidence, StdoutTail: outTail.String(), StderrTail: errTail.String()}, nil
 }
 
 // tail keeps the last tailMax bytes written to it.

@@ -52,7 +52,7 @@ func Prepare(l *ledger.Ledger, req Request) (*Prepared, error) {
 		}
 		p.body.Base = b.String()
 	}
-	pending, taken, err := PendingEvidence(l.LocalDir, req.Wave, req.Cell, req.Epoch)
+	pending, taken, err := PendingEvidence(l.Files, req.Wave, req.Cell, req.Epoch)
 	if err != nil {
 		return nil, err
 	}

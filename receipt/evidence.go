@@ -13,25 +13,20 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/zeebo/blake3"
 
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
 )
 
-// Pending evidence waits in the clone's local tally directory (shared by all
-// worktrees, never pushed) until a receipt takes it: one file per run under
-// evidence/<wave>/<cell>/<epoch>/.
-func evidenceDir(localDir, wave, cell string, epoch int64) string {
-	return filepath.Join(localDir, "evidence", wave, cell, strconv.FormatInt(epoch, 10))
-}
-
-// SaveEvidence stores one run's evidence for a lease.
-func SaveEvidence(localDir, wave, cell string, ev lease.Evidence) error {
-	dir := evidenceDir(localDir, wave, cell, ev.Epoch)
+// SaveEvidence stores one run's evidence for a lease. Pending evidence waits
+// in the clone's local files (shared by all worktrees, never pushed) until a
+// receipt takes it: one file per run in local.Evidence(wave, cell, epoch).
+func SaveEvidence(local gitstore.LocalPaths, wave, cell string, ev lease.Evidence) error {
+	dir := local.Evidence(wave, cell, ev.Epoch)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -61,8 +56,8 @@ func SaveEvidence(localDir, wave, cell string, ev lease.Evidence) error {
 
 // PendingEvidence returns the stored evidence of a lease, oldest first, and
 // the files it was read from (for ClearEvidence).
-func PendingEvidence(localDir, wave, cell string, epoch int64) ([]lease.Evidence, []string, error) {
-	dir := evidenceDir(localDir, wave, cell, epoch)
+func PendingEvidence(local gitstore.LocalPaths, wave, cell string, epoch int64) ([]lease.Evidence, []string, error) {
+	dir := local.Evidence(wave, cell, epoch)
 	names, err := filepath.Glob(filepath.Join(dir, "run-*.json"))
 	if err != nil {
 		return nil, nil, err

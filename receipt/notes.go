@@ -42,66 +42,128 @@ func ReadNote(repo *gitstore.Repo, commit gitstore.ObjectID) (string, error) {
 // already says (other receipts, or text added with git notes), and moves
 // NotesRef with the same compare-and-swap as the ledger. It is idempotent.
 func AddNote(repo *gitstore.Repo, lockPath string, commit gitstore.ObjectID, line string, who gitstore.Ident) error {
+	_, err := AddNotes(repo, lockPath, []NoteAdd{{commit, line}}, who, "Notes added by 'tally done'\n")
+	return err
+}
+
+// NoteAdd is a line to add to the tally note of a commit.
+type NoteAdd struct {
+	Commit gitstore.ObjectID `json:"commit"`
+	Line   string            `json:"line"`
+}
+
+// AddNotes is AddNote for several lines at once, in one notes commit with
+// the given message, and returns the lines it added: those the notes did
+// not hold yet, in order (none: no commit is made).
+func AddNotes(repo *gitstore.Repo, lockPath string, adds []NoteAdd, who gitstore.Ident, message string) ([]NoteAdd, error) {
 	wl, err := gitstore.AcquireWriterLock(lockPath, 30*time.Second)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer wl.Release()
 	db, err := repo.Objects()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for attempt := 0; attempt < 10; attempt++ {
 		tip, err := repo.ReadRef(NotesRef)
 		if err != nil && !errors.Is(err, gitstore.ErrNoRef) {
-			return err
+			return nil, err
 		}
 		var base gitstore.ObjectID
 		if !tip.IsZero() {
 			c, err := db.ReadCommit(tip)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			base = c.Tree
 		}
 		t := gitstore.NewTree(db, base)
-		path, text, err := gitstore.FindNote(t, commit.String())
-		if err != nil {
-			return err
-		}
-		for _, l := range strings.Split(text, "\n") {
-			if l == line {
-				return nil
+		var added []NoteAdd
+		for _, a := range adds {
+			path, text, err := gitstore.FindNote(t, a.Commit.String())
+			if err != nil {
+				return nil, err
 			}
+			if slices.Contains(strings.Split(text, "\n"), a.Line) {
+				continue
+			}
+			if path == "" {
+				path = a.Commit.String()
+			}
+			if text != "" && !strings.HasSuffix(text, "\n") {
+				text += "\n"
+			}
+			if err := t.Set(path, []byte(text+a.Line+"\n")); err != nil {
+				return nil, err
+			}
+			added = append(added, a)
 		}
-		if path == "" {
-			path = commit.String()
-		}
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		if err := t.Set(path, []byte(text+line+"\n")); err != nil {
-			return err
+		if len(added) == 0 {
+			return nil, nil
 		}
 		pw := gitstore.NewPackWriter()
 		tree, err := t.Hash(pw)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		nc := &gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: "Notes added by 'tally done'\n"}
+		nc := &gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: message}
 		if !tip.IsZero() {
 			nc.Parents = []gitstore.ObjectID{tip}
 		}
 		id := pw.Add(gitstore.CommitObject, nc.Encode())
 		_, err = repo.UpdateRefWithPack(wl, NotesRef, tip, id, pw)
 		if err == nil {
-			return nil
+			return added, nil
 		}
 		if !errors.Is(err, gitstore.ErrRefChanged) {
-			return err
+			return nil, err
 		}
 	}
-	return fmt.Errorf("%s kept changing", NotesRef)
+	return nil, fmt.Errorf("%s kept changing", NotesRef)
+}
+
+// MissingNotes returns the note line of every receipt s holds that the
+// local notes lack, in ledger order per commit (commits in the order of the
+// receipts index). It reads every done entry: O(receipts).
+func MissingNotes(l *ledger.Ledger, s *ledger.Snapshot) ([]NoteAdd, error) {
+	fanout, err := s.Tree.List("receipts")
+	if err != nil {
+		return nil, err
+	}
+	var missing []NoteAdd
+	for _, dir := range fanout {
+		names, err := s.Tree.List("receipts/" + strings.TrimSuffix(dir, "/"))
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			commit, err := gitstore.ParseObjectID(name)
+			if err != nil {
+				return nil, errs.Wrap("CORRUPT", err, "receipts index entry %q", name)
+			}
+			ix, err := lease.ReadReceipts(s, lease.ReceiptKey(name))
+			if err != nil {
+				return nil, err
+			}
+			note, err := ReadNote(l.Repo, commit)
+			if err != nil {
+				return nil, err
+			}
+			have := strings.Split(note, "\n")
+			for _, ref := range ix.Receipts {
+				r, err := readReceipt(s, ref.Seq)
+				if err != nil {
+					return nil, err
+				}
+				line := NoteLine(s.Meta.Origin, r.Seq, r.Hash.String(), r.Wave+"/"+r.Cell, r.Epoch)
+				if !slices.Contains(have, line) {
+					missing = append(missing, NoteAdd{commit, line})
+				}
+			}
+		}
+	}
+	return missing, nil
 }
 
 // NoteLine is the line a receipt adds to its commit's note.
@@ -218,7 +280,9 @@ func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *g
 
 // noteLinesOf returns the note lines of the receipts s holds for commit,
 // and for other commits of its tree (a rebase may copy their notes); none
-// without a ledger (s nil).
+// without a ledger (s nil). It is the one definition of a valid note line:
+// the notes push rule (CheckNotesPush) and receipt verify (checkNotes) both
+// use it.
 func noteLinesOf(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (map[string]bool, error) {
 	lines := map[string]bool{}
 	if s == nil {
@@ -234,7 +298,7 @@ func noteLinesOf(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (map[string
 			if err != nil {
 				return nil, err
 			}
-			lines[NoteLine(s.Meta.Origin, r.Seq, r.Hash.String(), r.Wave+"/"+r.Cell, r.Epoch)] = true
+			lines[r.noteLine(s.Meta.Origin)] = true
 		}
 	}
 	return lines, nil

@@ -30,6 +30,11 @@ type Receipt struct {
 	lease.DoneBody
 }
 
+// noteLine is the receipt's line in a note (NoteLine) for the ledger origin.
+func (r *Receipt) noteLine(origin string) string {
+	return NoteLine(origin, r.Seq, r.Hash.String(), r.Wave+"/"+r.Cell, r.Epoch)
+}
+
 // ShowResult lists the receipts of a commit.
 type ShowResult struct {
 	Commit   string    `json:"commit"`
@@ -316,34 +321,27 @@ func checkOne(l *ledger.Ledger, s *ledger.Snapshot, nodes chain.NodeReader, ref 
 }
 
 // checkNotes checks the tally notes of the receipted commits and of the
-// queried commit. A line of this ledger's origin must be the note line of a
-// receipt of the same tree (rebasing may copy notes to the new commit); any
-// other is RECEIPT-INVALID. A receipted commit whose note lacks its line gets
-// a warning: the ledger is the record, the note a pointer to it.
+// queried commit. A line of this ledger's origin must be valid for the
+// commit by noteLinesOf, the rule the notes push check applies too: the note
+// line of a receipt of the commit or of its tree (rebasing may copy notes to
+// the new commit); any other is RECEIPT-INVALID. Every receipted commit here
+// has the queried commit's tree, so one set serves them all. A receipted
+// commit whose note lacks its line gets a warning: the ledger is the record,
+// the note a pointer to it.
 func checkNotes(l *ledger.Ledger, s *ledger.Snapshot, res *VerifyResult) error {
 	origin := s.Meta.Origin
+	queried, _ := gitstore.ParseObjectID(res.Commit)
+	tree, _ := gitstore.ParseObjectID(res.Tree)
+	valid, err := noteLinesOf(s, queried, tree)
+	if err != nil {
+		return err
+	}
 	lines := map[string]int{} // note line -> index in res.Receipts
 	commits := []string{res.Commit}
 	for i, c := range res.Receipts {
-		lines[NoteLine(origin, c.Seq, c.Hash.String(), c.Wave+"/"+c.Cell, c.Epoch)] = i
+		lines[c.noteLine(origin)] = i
 		if !slices.Contains(commits, c.DoneBody.Commit) {
 			commits = append(commits, c.DoneBody.Commit)
-		}
-	}
-	if res.Match == MatchCommit { // other receipts of the same tree may have been copied here
-		ix, err := lease.ReadReceipts(s, lease.TreeKey(res.Tree))
-		if err != nil {
-			return err
-		}
-		for _, ref := range ix.Receipts {
-			if ref.Commit == res.Commit {
-				continue
-			}
-			r, err := readReceipt(s, ref.Seq)
-			if err != nil {
-				return err
-			}
-			lines[NoteLine(origin, r.Seq, r.Hash.String(), r.Wave+"/"+r.Cell, r.Epoch)] = -1
 		}
 	}
 	for _, commit := range commits {
@@ -362,12 +360,13 @@ func checkNotes(l *ledger.Ledger, s *ledger.Snapshot, res *VerifyResult) error {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("the %s note of %s names another ledger: %q", NotesRef, commit, line))
 				continue
 			}
-			i, ok := lines[line]
-			if !ok {
+			if !valid[line] {
 				return errs.New("RECEIPT-INVALID", "the %s note of %s names an entry that is not a receipt of its tree: %q", NotesRef, commit, line).
 					With("check", "note").With("commit", commit).With("note", line)
 			}
-			found[i] = true
+			if i, ok := lines[line]; ok {
+				found[i] = true
+			}
 		}
 		for i := range res.Receipts {
 			c := &res.Receipts[i]

@@ -25,26 +25,23 @@ the + to move a ref that points at a blob; the server hook lets a stored
 checkpoint only gain signatures).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Anchor(o)
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) {
-				printAppended(w, &res.Appended)
-				refs := make([]string, 0, len(res.Refs))
-				for r := range res.Refs {
-					refs = append(refs, r)
+			return a.withClient(true, func(c *tally.Client) error {
+				res, err := c.Anchor(o)
+				if err != nil {
+					return err
 				}
-				sort.Strings(refs)
-				for _, r := range refs {
-					fmt.Fprintf(w, "  %s %s\n", res.Refs[r], r)
-				}
-				fmt.Fprintf(w, "checkpoint %d stored at %s\n", res.Checkpoint.Size, res.Checkpoint.Ref)
+				return a.emit(res, func(w io.Writer) {
+					printAppended(w, &res.Appended)
+					refs := make([]string, 0, len(res.Refs))
+					for r := range res.Refs {
+						refs = append(refs, r)
+					}
+					sort.Strings(refs)
+					for _, r := range refs {
+						fmt.Fprintf(w, "  %s %s\n", res.Refs[r], r)
+					}
+					fmt.Fprintf(w, "checkpoint %d stored at %s\n", res.Checkpoint.Size, res.Checkpoint.Ref)
+				})
 			})
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"os/exec"
 	"strings"
@@ -41,41 +42,38 @@ and an unsigned entry in the period. Exit 0 otherwise, findings listed.`,
 			if opt.Until, err = timeFlag("until", until); err != nil {
 				return err
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if opt.Ref == "" {
-				out, err := exec.Command("git", "--git-dir", c.L.Repo.GitDir, "symbolic-ref", "-q", "HEAD").Output()
+			return a.withClient(false, func(c *tally.Client) error {
+				if opt.Ref == "" {
+					out, err := exec.Command("git", "--git-dir", c.L.Repo.GitDir, "symbolic-ref", "-q", "HEAD").Output()
+					if err != nil {
+						return usageErr("HEAD is not on a branch: name the ref with --ref")
+					}
+					opt.Ref = strings.TrimSpace(string(out))
+				}
+				opt.New = opt.Ref
+				if len(argv) == 1 {
+					old, nw, ok := strings.Cut(argv[0], "..")
+					if !ok {
+						old, nw = "", argv[0]
+					}
+					if nw == "" || strings.HasPrefix(nw, ".") {
+						return usageErr("expected OLD..NEW, got %q", argv[0])
+					}
+					opt.Old, opt.New = old, nw
+				}
+				res, err := report.Audit(c, opt)
 				if err != nil {
-					return usageErr("HEAD is not on a branch: name the ref with --ref")
+					return err
 				}
-				opt.Ref = strings.TrimSpace(string(out))
-			}
-			opt.New = opt.Ref
-			if len(argv) == 1 {
-				old, nw, ok := strings.Cut(argv[0], "..")
-				if !ok {
-					old, nw = "", argv[0]
+				if len(res.Missing) > 0 {
+					if !a.jsonOut {
+						printAudit(a.stdout, res)
+					}
+					return errs.New("AUDIT-FAILED", "policy requires what %s lacks: %s", res.Range, strings.Join(res.Missing, "; ")).
+						With("audit", res)
 				}
-				if nw == "" || strings.HasPrefix(nw, ".") {
-					return usageErr("expected OLD..NEW, got %q", argv[0])
-				}
-				opt.Old, opt.New = old, nw
-			}
-			res, err := report.Audit(c, opt)
-			if err != nil {
-				return err
-			}
-			if len(res.Missing) > 0 {
-				if !a.jsonOut {
-					printAudit(a.stdout, res)
-				}
-				return errs.New("AUDIT-FAILED", "policy requires what %s lacks: %s", res.Range, strings.Join(res.Missing, "; ")).
-					With("audit", res)
-			}
-			return a.emit(res, func(w io.Writer) { printAudit(w, res) })
+				return a.emit(res, func(w io.Writer) { printAudit(w, res) })
+			})
 		},
 	}
 	cmd.Flags().StringVar(&opt.Ref, "ref", "", "the full ref name whose policy applies, and NEW by default (default: the checked-out branch)")

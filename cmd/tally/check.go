@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"strings"
 
@@ -37,57 +38,55 @@ are the hook's lines, and with --json an array "findings".`,
 			if !ok || oldRev == "" || newRev == "" {
 				return usageErr("expected OLD..NEW, got %q", argv[0])
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			resolve := func(rev string) (gitstore.ObjectID, error) {
-				if id, err := gitstore.ParseObjectID(rev); err == nil && id.IsZero() {
-					return id, nil // a created ref
+			return a.withClient(false, func(c *tally.Client) error {
+				var err error
+				resolve := func(rev string) (gitstore.ObjectID, error) {
+					if id, err := gitstore.ParseObjectID(rev); err == nil && id.IsZero() {
+						return id, nil // a created ref
+					}
+					id, err := c.L.Repo.ResolveCommit(rev)
+					if err != nil {
+						return id, errs.Wrap("COMMIT-MISSING", err, "%s", rev).With("rev", rev)
+					}
+					return id, nil
 				}
-				id, err := c.L.Repo.ResolveCommit(rev)
+				u := hooks.Update{Ref: ref}
+				if u.Old, err = resolve(oldRev); err != nil {
+					return err
+				}
+				if u.New, err = resolve(newRev); err != nil {
+					return err
+				}
+				// The server's view: the refs as they stand mark what is already
+				// in, and entry times are bounded by this clock.
+				chk := &hooks.Checker{L: c.L, Now: c.L.Now(), Server: true, AfterTheFact: true}
+				findings, err := chk.Check([]hooks.Update{u})
 				if err != nil {
-					return id, errs.Wrap("COMMIT-MISSING", err, "%s", rev).With("rev", rev)
+					return err
 				}
-				return id, nil
-			}
-			u := hooks.Update{Ref: ref}
-			if u.Old, err = resolve(oldRev); err != nil {
-				return err
-			}
-			if u.New, err = resolve(newRev); err != nil {
-				return err
-			}
-			// The server's view: the refs as they stand mark what is already
-			// in, and entry times are bounded by this clock.
-			chk := &hooks.Checker{L: c.L, Now: c.L.Now(), Server: true, AfterTheFact: true}
-			findings, err := chk.Check([]hooks.Update{u})
-			if err != nil {
-				return err
-			}
-			// The worst finding decides: an integrity code exits 3, a rule
-			// or policy refusal 2 (the codes the hook uses are of those
-			// classes; anything else counts as a policy refusal).
-			var worst *hooks.Finding
-			for i, f := range findings {
-				fmt.Fprintln(a.stderr, f)
-				if !f.Warning && (worst == nil || errs.ClassOfCode(f.Code) > errs.ClassOfCode(worst.Code)) {
-					worst = &findings[i]
+				// The worst finding decides: an integrity code exits 3, a rule
+				// or policy refusal 2 (the codes the hook uses are of those
+				// classes; anything else counts as a policy refusal).
+				var worst *hooks.Finding
+				for i, f := range findings {
+					fmt.Fprintln(a.stderr, f)
+					if !f.Warning && (worst == nil || errs.ClassOfCode(f.Code) > errs.ClassOfCode(worst.Code)) {
+						worst = &findings[i]
+					}
 				}
-			}
-			if worst != nil {
-				code := worst.Code
-				if errs.ClassOfCode(code) != errs.Integrity && errs.ClassOfCode(code) != errs.Refused {
-					code = "POLICY"
+				if worst != nil {
+					code := worst.Code
+					if errs.ClassOfCode(code) != errs.Integrity && errs.ClassOfCode(code) != errs.Refused {
+						code = "POLICY"
+					}
+					return errs.New(code, "the hook would have refused %s %.12s..%.12s: %s", ref, u.Old, u.New, worst.Message).
+						With("findings", findings)
 				}
-				return errs.New(code, "the hook would have refused %s %.12s..%.12s: %s", ref, u.Old, u.New, worst.Message).
-					With("findings", findings)
-			}
-			return a.emit(map[string]any{"ref": ref, "old": u.Old.String(), "new": u.New.String(), "findings": findings},
-				func(w io.Writer) {
-					fmt.Fprintf(w, "ok: the hook would have accepted %s %.12s..%.12s\n", ref, u.Old, u.New)
-				})
+				return a.emit(map[string]any{"ref": ref, "old": u.Old.String(), "new": u.New.String(), "findings": findings},
+					func(w io.Writer) {
+						fmt.Fprintf(w, "ok: the hook would have accepted %s %.12s..%.12s\n", ref, u.Old, u.New)
+					})
+			})
 		},
 	}
 	cmd.Flags().StringVar(&ref, "ref", "", "the full ref name that was updated (refs/heads/main, refs/tally/ledger)")

@@ -29,16 +29,13 @@ also stores it under refs/tally/checkpoints/<size>, pushed with
 With --json the note and the signers' note verifier keys are fields.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Checkpoint(o)
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) { io.WriteString(w, res.Note) })
+			return a.withClient(false, func(c *tally.Client) error {
+				res, err := c.Checkpoint(o)
+				if err != nil {
+					return err
+				}
+				return a.emit(res, func(w io.Writer) { io.WriteString(w, res.Note) })
+			})
 		},
 	}
 	checkpointFlags(cmd, &o)

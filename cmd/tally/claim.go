@@ -71,18 +71,15 @@ too much to check against them).`,
 					return err
 				}
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.ClaimWait(o, wait, func(refusal error) {
-				fmt.Fprintf(newHumanOut(cmd.ErrOrStderr()), "tally: waiting up to %v: %v\n", wait, refusal)
+			return a.withClient(true, func(c *tally.Client) error {
+				res, err := c.ClaimWait(o, wait, func(refusal error) {
+					fmt.Fprintf(newHumanOut(cmd.ErrOrStderr()), "tally: waiting up to %v: %v\n", wait, refusal)
+				})
+				if err != nil {
+					return err
+				}
+				return a.emit(res, func(w io.Writer) { printLease(w, res) })
 			})
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) { printLease(w, res) })
 		},
 	}
 	ttlVar(cmd, &o.TTL, lease.TTLDefault, "lease time to live: a duration (20m, 1h) or seconds, 30s..24h")

@@ -254,7 +254,7 @@ cells:
 	}
 
 	res = r.ok("A", "next")
-	wantKeys(t, "next", res, "ok", "ready")
+	wantKeys(t, "next", res, "ok", "ready", "verified")
 	if got := arr(t, res, "ready"); len(got) != 1 || !reflect.DeepEqual(got[0], map[string]any{"wave": "w1", "cell": "schema", "index": 0.0, "expired": false}) {
 		t.Fatalf("next: %v", res)
 	}
@@ -288,7 +288,7 @@ cells:
 	// status: seconds_left from TALLY_NOW
 	r.at(61 * time.Second)
 	res = r.ok("A", "status")
-	wantKeys(t, "status", res, "ok", "now", "waves")
+	wantKeys(t, "status", res, "ok", "now", "waves", "verified")
 	if res["now"] != tsAt(61*time.Second) {
 		t.Fatalf("status now %v", res["now"])
 	}
@@ -386,7 +386,7 @@ cells:
 
 	// show: the cell, its receipt and its whole history
 	res = r.ok("A", "show", "w1/schema")
-	wantKeys(t, "show", res, "ok", "cell", "history")
+	wantKeys(t, "show", res, "ok", "cell", "history", "verified")
 	cell = obj(t, res, "cell")
 	if cell["state"] != "done" || num(t, cell, "epoch") != 3 || cell["lease"] != nil ||
 		!reflect.DeepEqual(cell["receipt"], map[string]any{"seq": 10.0, "commit": head}) ||
@@ -416,7 +416,7 @@ cells:
 
 	// log: newest first, every entry
 	res = r.ok("A", "log")
-	wantKeys(t, "log", res, "ok", "entries")
+	wantKeys(t, "log", res, "ok", "entries", "verified")
 	entries := arr(t, res, "entries")
 	allKinds := append([]string{"genesis"}, wantKinds...)
 	if len(entries) != len(allKinds) {

@@ -30,21 +30,21 @@ func TestRemoteFreshClone(t *testing.T) {
 				t.Fatalf("git clone fetched the ledger (%s): the test no longer shows the fresh-clone case", out)
 			}
 			p := c.refused(2, "NOT-INITIALIZED", fresh, "A", nil, "status")
-			msg, _ := p.errField("message").(string)
+			msg, _ := p.ErrorField("message").(string)
 			for _, want := range []string{"remote origin has one", "tally remote set origin", "git fetch origin 'refs/tally/*:refs/tally/*'"} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("status message %q lacks %q", msg, want)
 				}
 			}
-			if r, _ := p.errField("remotes").([]any); len(r) != 1 || r[0] != "origin" {
-				t.Errorf("remotes detail %v, want [origin]", p.errField("remotes"))
+			if r, _ := p.ErrorField("remotes").([]any); len(r) != 1 || r[0] != "origin" {
+				t.Errorf("remotes detail %v, want [origin]", p.ErrorField("remotes"))
 			}
 
 			p = c.refused(2, "LEDGER-ON-REMOTE", fresh, "A", nil, "init")
-			if r, _ := p.errField("remotes").([]any); len(r) != 1 || r[0] != "origin" {
-				t.Errorf("remotes detail %v, want [origin]", p.errField("remotes"))
+			if r, _ := p.ErrorField("remotes").([]any); len(r) != 1 || r[0] != "origin" {
+				t.Errorf("remotes detail %v, want [origin]", p.ErrorField("remotes"))
 			}
-			if msg, _ := p.errField("message").(string); !strings.Contains(msg, "--new-ledger") {
+			if msg, _ := p.ErrorField("message").(string); !strings.Contains(msg, "--new-ledger") {
 				t.Errorf("init refusal %q does not name --new-ledger", msg)
 			}
 			if out, _ := netGit(fresh, nil, "rev-parse", "-q", "--verify", "refs/tally/ledger"); out != "" {
@@ -82,8 +82,8 @@ func TestRemoteFreshClone(t *testing.T) {
 			netWaitMaintenance(t, dead)
 			testrepo.Git(t, dead, "remote", "add", "dead", "git://"+netDeadAddr(t)+"/shared.git")
 			p = c.refused(1, "REMOTE-UNREACHABLE", dead, "A", nil, "init")
-			if p.errField("remote") != "dead" {
-				t.Errorf("remote detail %v, want dead", p.errField("remote"))
+			if p.ErrorField("remote") != "dead" {
+				t.Errorf("remote detail %v, want dead", p.ErrorField("remote"))
 			}
 			c.ok(dead, "A", nil, "init", "--new-ledger")
 		})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"strings"
 
@@ -24,31 +25,28 @@ cycles left among the rest are broken the same way in the same entry. verify
 recomputes the cycles and victims when it replays the entry.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(brk)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Deadlocks(brk)
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) {
-				if len(res.Cycles) == 0 {
-					fmt.Fprintln(w, "no deadlock")
+			return a.withClient(brk, func(c *tally.Client) error {
+				res, err := c.Deadlocks(brk)
+				if err != nil {
+					return err
 				}
-				for _, cy := range res.Cycles {
-					fmt.Fprintf(w, "deadlock among: %s\n", strings.Join(cy, ", "))
-				}
-				if len(res.Victims) > 0 {
-					fmt.Fprintf(w, "victims: %s\n", strings.Join(res.Victims, ", "))
-				}
-				if res.Break != nil {
-					printAppended(w, &res.Break.Appended)
-					for _, p := range res.Break.Released {
-						fmt.Fprintf(w, "released: %s epoch %d on %s\n", p.Actor, p.Epoch, p.Pattern)
+				return a.emit(res, func(w io.Writer) {
+					if len(res.Cycles) == 0 {
+						fmt.Fprintln(w, "no deadlock")
 					}
-				}
+					for _, cy := range res.Cycles {
+						fmt.Fprintf(w, "deadlock among: %s\n", strings.Join(cy, ", "))
+					}
+					if len(res.Victims) > 0 {
+						fmt.Fprintf(w, "victims: %s\n", strings.Join(res.Victims, ", "))
+					}
+					if res.Break != nil {
+						printAppended(w, &res.Break.Appended)
+						for _, p := range res.Break.Released {
+							fmt.Fprintf(w, "released: %s epoch %d on %s\n", p.Actor, p.Epoch, p.Pattern)
+						}
+					}
+				})
 			})
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"strings"
 
@@ -27,24 +28,21 @@ other clones pushed); if that push fails, done still succeeds, warns, and
 the next done or tally sync pushes the pending note.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, w, cell, err := a.leaseCell(cmd, argv[0])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			req.CellRef = lease.CellRef{Wave: w, Cell: cell}
-			res, err := c.Done(req)
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) {
-				printAppended(w, &res.Appended)
-				r := res.Receipt
-				fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
-				printNotesPush(w, a.stderr, res.NotesPush)
-				for _, warning := range res.Warnings {
-					fmt.Fprintf(a.stderr, "tally: warning: %s\n", warning)
+			return a.withLeaseCell(cmd, argv[0], func(c *tally.Client, w, cell string) error {
+				req.CellRef = lease.CellRef{Wave: w, Cell: cell}
+				res, err := c.Done(req)
+				if err != nil {
+					return err
 				}
+				return a.emit(res, func(w io.Writer) {
+					printAppended(w, &res.Appended)
+					r := res.Receipt
+					fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
+					printNotesPush(w, a.stderr, res.NotesPush)
+					for _, warning := range res.Warnings {
+						fmt.Fprintf(a.stderr, "tally: warning: %s\n", warning)
+					}
+				})
 			})
 		},
 	}

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally"
+)
 
 func (a *app) failCmd() *cobra.Command {
 	var epoch int64
@@ -10,12 +14,9 @@ func (a *app) failCmd() *cobra.Command {
 		Short: "mark your claimed cell failed",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, w, cell, err := a.leaseCell(cmd, argv[0])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return a.emitAppended(c.Fail(w, cell, epoch, reason))
+			return a.withLeaseCell(cmd, argv[0], func(c *tally.Client, w, cell string) error {
+				return a.emitAppended(c.Fail(w, cell, epoch, reason))
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease")

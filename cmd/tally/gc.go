@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -19,21 +20,18 @@ are copied unchanged; the repository's large packs are left to git gc. If a
 background compaction is running, gc waits for it first.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			compact := c.L.CompactNow
-			if holdingLock {
-				compact = c.L.Compact // the append that started us handed us the lock
-			}
-			rep, err := compact()
-			if err != nil {
-				return err
-			}
-			return a.emit(rep, func(w io.Writer) {
-				fmt.Fprintf(w, "merged %d packs into %d (%d objects); %d packs now\n", rep.Merged, rep.Written, rep.Objects, rep.Packs)
+			return a.withClient(false, func(c *tally.Client) error {
+				compact := c.L.CompactNow
+				if holdingLock {
+					compact = c.L.Compact // the append that started us handed us the lock
+				}
+				rep, err := compact()
+				if err != nil {
+					return err
+				}
+				return a.emit(rep, func(w io.Writer) {
+					fmt.Fprintf(w, "merged %d packs into %d (%d objects); %d packs now\n", rep.Merged, rep.Written, rep.Objects, rep.Packs)
+				})
 			})
 		},
 	}

@@ -46,6 +46,7 @@ var examples = map[string]string{
 	"receipt show":          "tally receipt show HEAD",
 	"receipt verify":        "tally receipt verify HEAD~2",
 	"receipt export":        "tally receipt export HEAD --format in-toto > statement.json",
+	"receipt repair":        "tally receipt repair\ntally --json receipt repair",
 	"lock":                  "tally lock 'docs/**' --ttl 15m --reason 'release notes'\ncd src && tally lock 'api/**' ':/go.mod'",
 	"unlock":                "tally unlock 'docs/**' --epoch 4",
 	"locks":                 "tally locks",

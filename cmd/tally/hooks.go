@@ -37,36 +37,33 @@ func (a *app) hooksCmd() *cobra.Command {
 		Short: "write thin hook shims that call tally (pre-push; pre-receive with --server), chaining existing hooks or joining a <hook>.d/ dispatcher",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			bin, err := installBinary(tallyBin)
-			if err != nil {
-				return err
-			}
-			var report *pusherReport
-			if server { // before Install moves the existing pre-receive aside
-				if report, err = newPusherReport(c); err != nil {
+			return a.withClient(false, func(c *tally.Client) error {
+				bin, err := installBinary(tallyBin)
+				if err != nil {
 					return err
 				}
-			}
-			paths, err := hooks.Install(c.L.Repo, bin, names())
-			if err != nil {
-				return err
-			}
-			out := map[string]any{"installed": paths, "binary": bin}
-			if report != nil {
-				out["pusher"] = report
-			}
-			return a.emit(out, func(w io.Writer) {
-				for _, p := range paths {
-					fmt.Fprintf(w, "installed %s (calls %s)\n", p, bin)
+				var report *pusherReport
+				if server { // before Install moves the existing pre-receive aside
+					if report, err = newPusherReport(c); err != nil {
+						return err
+					}
 				}
+				paths, err := hooks.Install(c.L.Repo, bin, names())
+				if err != nil {
+					return err
+				}
+				out := map[string]any{"installed": paths, "binary": bin}
 				if report != nil {
-					report.print(w)
+					out["pusher"] = report
 				}
+				return a.emit(out, func(w io.Writer) {
+					for _, p := range paths {
+						fmt.Fprintf(w, "installed %s (calls %s)\n", p, bin)
+					}
+					if report != nil {
+						report.print(w)
+					}
+				})
 			})
 		},
 	}
@@ -78,22 +75,19 @@ func (a *app) hooksCmd() *cobra.Command {
 		Short: "remove every hook shim tally installed (client and server, in any placement) and restore the hooks they chained",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			paths, err := hooks.Uninstall(c.L.Repo)
-			if err != nil {
-				return err
-			}
-			if paths == nil {
-				paths = []string{}
-			}
-			return a.emit(map[string]any{"removed": paths}, func(w io.Writer) {
-				for _, p := range paths {
-					fmt.Fprintf(w, "removed %s\n", p)
+			return a.withClient(false, func(c *tally.Client) error {
+				paths, err := hooks.Uninstall(c.L.Repo)
+				if err != nil {
+					return err
 				}
+				if paths == nil {
+					paths = []string{}
+				}
+				return a.emit(map[string]any{"removed": paths}, func(w io.Writer) {
+					for _, p := range paths {
+						fmt.Fprintf(w, "removed %s\n", p)
+					}
+				})
 			})
 		},
 	}
@@ -108,13 +102,10 @@ func (a *app) hooksCmd() *cobra.Command {
 		Short: "show which tally hooks are installed where, the binary they call, and whether they are active",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st := hooks.Status(c.L.Repo)
-			return a.emit(map[string]any{"hooks": st}, func(w io.Writer) { printHookStatus(w, st) })
+			return a.withClient(false, func(c *tally.Client) error {
+				st := hooks.Status(c.L.Repo)
+				return a.emit(map[string]any{"hooks": st}, func(w io.Writer) { printHookStatus(w, st) })
+			})
 		},
 	}
 	cmd.AddCommand(install, uninstall, status)
@@ -181,58 +172,56 @@ func (a *app) hookCmd() *cobra.Command {
 		Args:   args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			start := time.Now() // the server's time bound counts from here
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if argv[0] == "commit-msg" {
-				if len(argv) != 2 {
-					return usageErr("commit-msg needs the message file")
-				}
-				_, err := c.StampCommitMessage(argv[1])
-				return err
-			}
-			chk := &hooks.Checker{L: c.L, Now: c.L.Now()}
-			var updates []hooks.Update
-			var bound time.Duration // none on the client: its user can interrupt
-			switch argv[0] {
-			case "pre-receive":
-				chk.Server, chk.Pusher = true, os.LookupEnv
-				if bound, err = hooks.Timeout(c.L.Repo); err != nil {
+			return a.withClient(false, func(c *tally.Client) error {
+				var err error
+				if argv[0] == "commit-msg" {
+					if len(argv) != 2 {
+						return usageErr("commit-msg needs the message file")
+					}
+					_, err := c.StampCommitMessage(argv[1])
 					return err
 				}
-				updates, err = hooks.ParsePreReceive(cmd.InOrStdin())
-			case "pre-push":
-				if len(argv) < 2 {
-					return usageErr("pre-push needs the remote name")
+				chk := &hooks.Checker{L: c.L, Now: c.L.Now()}
+				var updates []hooks.Update
+				var bound time.Duration // none on the client: its user can interrupt
+				switch argv[0] {
+				case "pre-receive":
+					chk.Server, chk.Pusher = true, os.LookupEnv
+					if bound, err = hooks.Timeout(c.L.Repo); err != nil {
+						return err
+					}
+					updates, err = hooks.ParsePreReceive(cmd.InOrStdin())
+				case "pre-push":
+					if len(argv) < 2 {
+						return usageErr("pre-push needs the remote name")
+					}
+					chk.Remote = argv[1]
+					updates, err = hooks.ParsePrePush(cmd.InOrStdin())
+				default:
+					return usageErr("unknown hook %q", argv[0])
 				}
-				chk.Remote = argv[1]
-				updates, err = hooks.ParsePrePush(cmd.InOrStdin())
-			default:
-				return usageErr("unknown hook %q", argv[0])
-			}
-			if err != nil {
-				return err
-			}
-			findings, err := chk.CheckWithin(updates, start, bound)
-			if err != nil {
-				return err
-			}
-			refused := 0
-			for _, f := range findings {
-				fmt.Fprintln(a.stderr, f)
-				if !f.Warning {
-					refused++
+				if err != nil {
+					return err
 				}
-			}
-			if a.jsonOut {
-				writeJSON(a.stdout, map[string]any{"ok": refused == 0, "findings": findings})
-			}
-			if refused > 0 {
-				return exitCode(1)
-			}
-			return nil
+				findings, err := chk.CheckWithin(updates, start, bound)
+				if err != nil {
+					return err
+				}
+				refused := 0
+				for _, f := range findings {
+					fmt.Fprintln(a.stderr, f)
+					if !f.Warning {
+						refused++
+					}
+				}
+				if a.jsonOut {
+					writeJSON(a.stdout, map[string]any{"ok": refused == 0, "findings": findings})
+				}
+				if refused > 0 {
+					return exitCode(1)
+				}
+				return nil
+			})
 		},
 	}
 	return cmd

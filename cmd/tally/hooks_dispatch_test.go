@@ -193,7 +193,7 @@ func TestHooksDispatcher(t *testing.T) {
 		t.Fatalf("branch push with the binary gone: exit %d, want a refusal saying %q\n%s", exit, clear, stderr)
 	}
 	p := c.refused(2, "REMOTE-REJECTED", seed, "A", nil, "--remote", "origin", "claim", "w/c001")
-	if msg, _ := p.errField("message").(string); !strings.Contains(msg, clear) {
+	if msg, _ := p.ErrorField("message").(string); !strings.Contains(msg, clear) {
 		t.Fatalf("claim with the server's binary gone: %s\nwant %q", p, clear)
 	}
 	if after := c.lsRemote(); after != before {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -20,16 +21,13 @@ while one holds a ledger, since a second genesis can never be synced with
 it. --new-ledger starts a separate ledger anyway, without asking.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Init(origin, newLedger)
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) { fmt.Fprintf(w, "initialized %s (origin %s)\n", res.Ref, res.Origin) })
+			return a.withClient(true, func(c *tally.Client) error {
+				res, err := c.Init(origin, newLedger)
+				if err != nil {
+					return err
+				}
+				return a.emit(res, func(w io.Writer) { fmt.Fprintf(w, "initialized %s (origin %s)\n", res.Ref, res.Origin) })
+			})
 		},
 	}
 	cmd.Flags().StringVar(&origin, "origin", "", "the log's origin name, used in checkpoints (default tally/<repo>/<random>)")

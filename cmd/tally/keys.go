@@ -53,12 +53,9 @@ func (a *app) keysCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				c, err := a.client(true)
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				return a.emitAppended(op(c, argv[0], key))
+				return a.withClient(true, func(c *tally.Client) error {
+					return a.emitAppended(op(c, argv[0], key))
+				})
 			},
 		}
 	}
@@ -77,19 +74,16 @@ func (a *app) keysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			aps, err := c.RotateKey(argv[0], oldKey, newKey)
-			if err != nil {
-				return err
-			}
-			return a.emit(map[string]any{"entries": aps}, func(w io.Writer) {
-				for i := range aps {
-					printAppended(w, &aps[i])
+			return a.withClient(true, func(c *tally.Client) error {
+				aps, err := c.RotateKey(argv[0], oldKey, newKey)
+				if err != nil {
+					return err
 				}
+				return a.emit(map[string]any{"entries": aps}, func(w io.Writer) {
+					for i := range aps {
+						printAppended(w, &aps[i])
+					}
+				})
 			})
 		},
 	}
@@ -98,23 +92,20 @@ func (a *app) keysCmd() *cobra.Command {
 		Short: "list an actor's keys",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			k, err := c.Keys(argv[0])
-			if err != nil {
-				return err
-			}
-			return a.emit(k, func(w io.Writer) {
-				for _, key := range k.Keys {
-					state := "active"
-					if key.Revoked != nil {
-						state = fmt.Sprintf("revoked at #%d", *key.Revoked)
-					}
-					fmt.Fprintf(w, "%s  %s  added at #%d, %s\n", key.Fingerprint, key.Key, key.Added, state)
+			return a.withClient(false, func(c *tally.Client) error {
+				k, err := c.Keys(argv[0])
+				if err != nil {
+					return err
 				}
+				return a.emit(k, func(w io.Writer) {
+					for _, key := range k.Keys {
+						state := "active"
+						if key.Revoked != nil {
+							state = fmt.Sprintf("revoked at #%d", *key.Revoked)
+						}
+						fmt.Fprintf(w, "%s  %s  added at #%d, %s\n", key.Fingerprint, key.Key, key.Added, state)
+					}
+				})
 			})
 		},
 	}

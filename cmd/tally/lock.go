@@ -52,31 +52,29 @@ more than its budget (docs/FORMAT.md §5).
 			if cmd.Flags().Changed("epoch") && wait > 0 {
 				return usageErr("--epoch renews; it does not wait")
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if argv, err = a.lockSpecs(argv); err != nil {
-				return err
-			}
-			var res *tally.LockResult
-			if cmd.Flags().Changed("epoch") {
-				res, err = c.RenewLocks(argv, epochs, ttl, reason)
-			} else {
-				res, err = c.Lock(argv, ttl, reason, wait)
-			}
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) {
-				printAppended(w, &res.Appended)
-				for _, l := range res.Locks {
-					fmt.Fprintf(w, "lock: %s epoch %d, expires %s\n", l.Pattern, l.Epoch, l.ExpiresAt)
+			return a.withClient(true, func(c *tally.Client) error {
+				var err error
+				if argv, err = a.lockSpecs(argv); err != nil {
+					return err
 				}
-				for _, p := range res.Preempted {
-					fmt.Fprintf(w, "preempted: %s epoch %d on %s\n", p.Actor, p.Epoch, p.Pattern)
+				var res *tally.LockResult
+				if cmd.Flags().Changed("epoch") {
+					res, err = c.RenewLocks(argv, epochs, ttl, reason)
+				} else {
+					res, err = c.Lock(argv, ttl, reason, wait)
 				}
+				if err != nil {
+					return err
+				}
+				return a.emit(res, func(w io.Writer) {
+					printAppended(w, &res.Appended)
+					for _, l := range res.Locks {
+						fmt.Fprintf(w, "lock: %s epoch %d, expires %s\n", l.Pattern, l.Epoch, l.ExpiresAt)
+					}
+					for _, p := range res.Preempted {
+						fmt.Fprintf(w, "preempted: %s epoch %d on %s\n", p.Actor, p.Epoch, p.Pattern)
+					}
+				})
 			})
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"time"
 
@@ -31,22 +32,19 @@ func (a *app) logCmd() *cobra.Command {
 				}
 				f.Since = t
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			entries, err := c.Log(n, f)
-			if err != nil {
-				return err
-			}
-			return a.emit(map[string]any{"entries": entries}, func(w io.Writer) {
-				for _, e := range entries {
-					paint(w, dim, "%6d", e.Seq)
-					fmt.Fprintf(w, "  %s  %-20s ", e.TS, inert(e.Actor))
-					paint(w, kindStyle(e.Kind), "%-8s", e.Kind)
-					fmt.Fprintf(w, " %s\n", inert(e.Summary))
+			return a.withClient(false, func(c *tally.Client) error {
+				entries, err := c.Log(n, f)
+				if err != nil {
+					return err
 				}
+				return a.emitView(c, map[string]any{"entries": entries}, func(w io.Writer) {
+					for _, e := range entries {
+						paint(w, dim, "%6d", e.Seq)
+						fmt.Fprintf(w, "  %s  %-20s ", e.TS, inert(e.Actor))
+						paint(w, kindStyle(e.Kind), "%-8s", e.Kind)
+						fmt.Fprintf(w, " %s\n", inert(e.Summary))
+					}
+				})
 			})
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/tally-dev/tally"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -38,25 +39,22 @@ Logs go to stderr.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			debug.SetGCPercent(100) // a long-running server collects garbage as usual
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			defer c.L.WaitMaintenance()
-			o := mcpserver.Options{PID: os.Getppid(), Version: readBuildVersion().String(), Log: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-			if autoRenew {
-				rc, err := a.client(true) // renewals never wait behind a tool call
-				if err != nil {
-					return err
+			return a.withClient(true, func(c *tally.Client) error {
+				defer c.L.WaitMaintenance()
+				o := mcpserver.Options{PID: os.Getppid(), Version: readBuildVersion().String(), Log: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+				if autoRenew {
+					rc, err := a.client(true) // renewals never wait behind a tool call
+					if err != nil {
+						return err
+					}
+					defer rc.Close()
+					defer rc.L.WaitMaintenance()
+					o.Renew = &mcpserver.RenewOptions{Client: rc, Interval: interval}
 				}
-				defer rc.Close()
-				defer rc.L.WaitMaintenance()
-				o.Renew = &mcpserver.RenewOptions{Client: rc, Interval: interval}
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return mcpserver.New(c, o).Run(ctx, &mcp.StdioTransport{})
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return mcpserver.New(c, o).Run(ctx, &mcp.StdioTransport{})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&autoRenew, "auto-renew", false, "keep the leases this server claimed renewed while the agent runs")

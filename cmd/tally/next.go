@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -18,23 +19,20 @@ func (a *app) nextCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ready, err := c.Next(wave)
-			if err != nil {
-				return err
-			}
-			return a.emit(map[string]any{"ready": ready}, func(w io.Writer) {
-				for _, c := range ready {
-					note := ""
-					if c.Expired {
-						note = "  (lease expired)"
-					}
-					fmt.Fprintf(w, "%s/%s%s\n", c.Wave, c.Cell, note)
+			return a.withClient(false, func(c *tally.Client) error {
+				ready, err := c.Next(wave)
+				if err != nil {
+					return err
 				}
+				return a.emitView(c, map[string]any{"ready": ready}, func(w io.Writer) {
+					for _, c := range ready {
+						note := ""
+						if c.Expired {
+							note = "  (lease expired)"
+						}
+						fmt.Fprintf(w, "%s/%s%s\n", c.Wave, c.Cell, note)
+					}
+				})
 			})
 		},
 	}

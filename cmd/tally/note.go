@@ -1,6 +1,10 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally"
+)
 
 func (a *app) noteCmd() *cobra.Command {
 	return &cobra.Command{
@@ -8,12 +12,9 @@ func (a *app) noteCmd() *cobra.Command {
 		Short: "append an annotation entry",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return a.emitAppended(c.Note(argv[0]))
+			return a.withClient(true, func(c *tally.Client) error {
+				return a.emitAppended(c.Note(argv[0]))
+			})
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tally-dev/tally/internal/gitserver"
+	"github.com/tally-dev/tally/internal/testrepo"
 )
 
 // TestRemoteNotesTravel: receipt notes reach the server. Two clones in
@@ -36,7 +37,7 @@ func TestRemoteNotesTravel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			dones := netTogether(2, func(i int) netProc {
+			dones := netTogether(2, func(i int) testrepo.Result {
 				return netRun(c.bin, dirs[i], netAgent(i), nil, "done", fmt.Sprintf("w/c%03d", i), "--epoch", epochs[i])
 			})
 			for _, d := range dones {

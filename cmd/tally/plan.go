@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tally-dev/tally"
 	"io"
 	"os"
 
@@ -28,16 +29,13 @@ limit) past 256 paths per cell, 8,192 per wave or 1,024 bytes per path.`,
 			if err != nil {
 				return err
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Plan(body)
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) { printAppended(w, &res.Appended) })
+			return a.withClient(true, func(c *tally.Client) error {
+				res, err := c.Plan(body)
+				if err != nil {
+					return err
+				}
+				return a.emit(res, func(w io.Writer) { printAppended(w, &res.Appended) })
+			})
 		},
 	}
 }

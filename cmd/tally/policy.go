@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"strconv"
 	"strings"
@@ -22,33 +23,30 @@ func (a *app) policyCmd() *cobra.Command {
 		Short: "print the policy in force",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			p, err := c.Policy()
-			if err != nil {
-				return err
-			}
-			// The state omits pushers, pusher_var and authors when empty
-			// (lease.Policy); the view always shows them, shadowing the
-			// embedded fields.
-			view := struct {
-				*lease.Policy
-				Pushers   map[string][]string `json:"pushers"`
-				PusherVar string              `json:"pusher_var"`
-				Authors   map[string][]string `json:"authors"`
-			}{p, p.Pushers, p.PusherVar, p.Authors}
-			if view.Pushers == nil {
-				view.Pushers = map[string][]string{}
-			}
-			if view.Authors == nil {
-				view.Authors = map[string][]string{}
-			}
-			return a.emit(map[string]any{"policy": view}, func(w io.Writer) {
-				fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\nauthors: %v\n",
-					p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar, view.Authors)
+			return a.withClient(false, func(c *tally.Client) error {
+				p, err := c.Policy()
+				if err != nil {
+					return err
+				}
+				// The state omits pushers, pusher_var and authors when empty
+				// (lease.Policy); the view always shows them, shadowing the
+				// embedded fields.
+				view := struct {
+					*lease.Policy
+					Pushers   map[string][]string `json:"pushers"`
+					PusherVar string              `json:"pusher_var"`
+					Authors   map[string][]string `json:"authors"`
+				}{p, p.Pushers, p.PusherVar, p.Authors}
+				if view.Pushers == nil {
+					view.Pushers = map[string][]string{}
+				}
+				if view.Authors == nil {
+					view.Authors = map[string][]string{}
+				}
+				return a.emit(map[string]any{"policy": view}, func(w io.Writer) {
+					fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\nauthors: %v\n",
+						p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar, view.Authors)
+				})
 			})
 		},
 	}
@@ -199,10 +197,7 @@ func nameToPatterns(argv []string, form, name string) (map[string][]string, erro
 }
 
 func (a *app) setPolicy(p lease.PolicySet) error {
-	c, err := a.client(true)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return a.emitAppended(c.SetPolicy(p))
+	return a.withClient(true, func(c *tally.Client) error {
+		return a.emitAppended(c.SetPolicy(p))
+	})
 }

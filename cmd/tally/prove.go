@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tally-dev/tally"
 	"io"
 	"strconv"
 
@@ -36,12 +37,9 @@ func (a *app) proveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return emit(c.ProveInclusion(seq, size))
+			return a.withClient(false, func(c *tally.Client) error {
+				return emit(c.ProveInclusion(seq, size))
+			})
 		},
 	}
 	inclusion.Flags().Uint64Var(&size, "size", 0, "prove against the log of the first `N` entries (default: all)")
@@ -61,12 +59,9 @@ func (a *app) proveCmd() *cobra.Command {
 			if len(argv) == 2 && sizes[1] == 0 {
 				return usageErr("NEW must be at least 1")
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return emit(c.ProveConsistency(sizes[0], sizes[1]))
+			return a.withClient(false, func(c *tally.Client) error {
+				return emit(c.ProveConsistency(sizes[0], sizes[1]))
+			})
 		},
 	}
 	cmd.AddCommand(inclusion, consistency)

@@ -152,7 +152,7 @@ func TestPushTimesInRange(t *testing.T) {
 			remote := []string{"--remote", "origin"}
 			tip := c.serverTip()
 			p := c.refused(2, "USAGE", seed, "alice", []string{"TALLY_NOW=" + late}, append(remote, "claim", "w/c000")...)
-			if p.errField("limit") != "9999-12-31T23:59:59.999Z" {
+			if p.ErrorField("limit") != "9999-12-31T23:59:59.999Z" {
 				t.Fatalf("writer refusal does not name the limit: %s", p)
 			}
 			c.refused(2, "USAGE", seed, "alice", []string{"TALLY_NOW=9999-12-31T23:00:00-05:00"}, append(remote, "note", "x")...)

@@ -54,8 +54,8 @@ func TestPushCostLimits(t *testing.T) {
 		{"pattern-bytes", []string{"lock", "--ttl", "60", strings.Repeat("d/", pathspec.MaxLen/2) + "x"}},
 	} {
 		p := c.refused(2, "LIMIT-EXCEEDED", seed, "planner", nil, append([]string{"--remote", "origin"}, tc.args...)...)
-		if p.errField("limit") != tc.limit {
-			t.Fatalf("%s: limit %v, want %s", p, p.errField("limit"), tc.limit)
+		if p.ErrorField("limit") != tc.limit {
+			t.Fatalf("%s: limit %v, want %s", p, p.ErrorField("limit"), tc.limit)
 		}
 	}
 	if got := c.serverTip(); got != tip {
@@ -92,7 +92,7 @@ func TestPushCostLimits(t *testing.T) {
 	c.ok(x, "B", nil, held...)
 	tip = c.serverTip()
 	p := c.refused(2, "LIMIT-EXCEEDED", seed, "A", nil, "--remote", "origin", "lock", "--ttl", "60", big("**/"))
-	if p.errField("limit") != "check-cost" {
+	if p.ErrorField("limit") != "check-cost" {
 		t.Fatalf("%s: want limit check-cost", p)
 	}
 	testrepo.Git(t, x, "fetch", "-q", "origin", "+refs/tally/ledger:refs/tally/ledger")

@@ -41,7 +41,7 @@ func TestRemoteDeadHolderRefused(t *testing.T) {
 			held := c.serverTip()
 
 			p := c.refused(2, "DEAD-HOLDER-REMOTE", b, "B", at(2*time.Second), "--remote", "origin", "claim", "w/c000", "--reclaim-dead")
-			if p.errField("remote") != "origin" || c.serverTip() != held {
+			if p.ErrorField("remote") != "origin" || c.serverTip() != held {
 				t.Fatalf("%s; server tip %s, want %s", p, c.serverTip(), held)
 			}
 

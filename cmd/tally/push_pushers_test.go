@@ -64,7 +64,7 @@ func (c *pusherCluster) acceptedPush(what, dir string) {
 func (c *netCluster) rejected(what, dir, actor string, details []string, args ...string) {
 	c.t.Helper()
 	p := c.refused(2, "REMOTE-REJECTED", dir, actor, nil, append([]string{"--remote", "origin"}, args...)...)
-	msg, _ := p.errField("message").(string)
+	msg, _ := p.ErrorField("message").(string)
 	for _, d := range details {
 		if !strings.Contains(msg, d) {
 			c.t.Fatalf("%s: %s\nwant %q in the message", what, p, d)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"slices"
 	"strings"
@@ -15,14 +16,46 @@ import (
 func (a *app) receiptCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "receipt",
-		Short: "show, verify and export the receipts of a commit",
+		Short: "show, verify and export the receipts of a commit; repair missing notes",
 		Args:  args(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			return usageErr("receipt needs a subcommand: show, verify or export")
+			return usageErr("receipt needs a subcommand: show, verify, export or repair")
 		},
 	}
-	cmd.AddCommand(a.receiptShowCmd(), a.receiptVerifyCmd(), a.receiptExportCmd())
+	cmd.AddCommand(a.receiptShowCmd(), a.receiptVerifyCmd(), a.receiptExportCmd(), a.receiptRepairCmd())
 	return cmd
+}
+
+func (a *app) receiptRepairCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "repair",
+		Short: "write the git note of every receipt whose note is missing",
+		Long: `repair writes, for every receipt in the ledger, the line done puts in the
+receipted commit's git note (refs/notes/tally) when the note lacks it — as
+after a done killed between its append and its note — in one notes commit,
+under the notes lock. In remote mode it reads the remote's ledger and then
+pushes the notes the remote lacks, as done does. It is idempotent: run again,
+it writes nothing.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.ReceiptRepair()
+			if err != nil {
+				return err
+			}
+			return a.emit(res, func(w io.Writer) {
+				fmt.Fprintf(w, "%d missing receipt note line(s) written\n", len(res.Written))
+				for _, n := range res.Written {
+					fmt.Fprintf(w, "  %s: %s\n", n.Commit, n.Line)
+				}
+				printNotesPush(w, a.stderr, res.NotesPush)
+			})
+		},
+	}
 }
 
 func (a *app) receiptShowCmd() *cobra.Command {
@@ -36,20 +69,17 @@ the receipts of other commits with the same tree (rebased or squashed work).
 No receipt at all is RECEIPT-MISSING. show reads; receipt verify checks.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.ReceiptShow(argv[0])
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) {
-				printMatch(w, res.Commit, res.Tree, res.Match, res.Receipts)
-				for _, r := range res.Receipts {
-					printReceipt(w, &r)
+			return a.withClient(false, func(c *tally.Client) error {
+				res, err := c.ReceiptShow(argv[0])
+				if err != nil {
+					return err
 				}
+				return a.emit(res, func(w io.Writer) {
+					printMatch(w, res.Commit, res.Tree, res.Match, res.Receipts)
+					for _, r := range res.Receipts {
+						printReceipt(w, &r)
+					}
+				})
 			})
 		},
 	}
@@ -72,35 +102,32 @@ work) verifies with match "tree". Exit 0 valid, 2 RECEIPT-MISSING, 3
 RECEIPT-INVALID or the ledger's own integrity code.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.ReceiptVerify(argv[0])
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) {
-				rs := make([]receipt.Receipt, len(res.Receipts))
-				for i, r := range res.Receipts {
-					rs[i] = r.Receipt
+			return a.withClient(false, func(c *tally.Client) error {
+				res, err := c.ReceiptVerify(argv[0])
+				if err != nil {
+					return err
 				}
-				fmt.Fprint(w, "ok: ")
-				printMatch(w, res.Commit, res.Tree, res.Match, rs)
-				lg := res.Ledger
-				for _, r := range res.Receipts {
-					ck := r.Checks
-					fmt.Fprintf(w, "#%d %s/%s epoch %d by %s at %s: commit %s\n", r.Seq, r.Wave, r.Cell, r.Epoch, r.Actor, r.TS, r.DoneBody.Commit)
-					fmt.Fprintf(w, "  entry %s: hash ok, included in %s (%d entries, root %.12s; proof of %d hashes)\n",
-						r.Hash, lg.Ref, lg.Size, lg.Root, len(r.Proof))
-					fmt.Fprintf(w, "  done entry for this commit and tree, index agrees; epoch live (rules replayed by verify); cell records it\n")
-					fmt.Fprintf(w, "  changed: %d paths, as recomputed from %s, within scope; note: %s\n",
-						len(r.Changed), orRoot(r.Base), map[bool]string{true: "ok", false: "missing"}[ck.Note])
-				}
-				for _, m := range res.Warnings {
-					fmt.Fprintf(w, "warning: %s\n", m)
-				}
+				return a.emit(res, func(w io.Writer) {
+					rs := make([]receipt.Receipt, len(res.Receipts))
+					for i, r := range res.Receipts {
+						rs[i] = r.Receipt
+					}
+					fmt.Fprint(w, "ok: ")
+					printMatch(w, res.Commit, res.Tree, res.Match, rs)
+					lg := res.Ledger
+					for _, r := range res.Receipts {
+						ck := r.Checks
+						fmt.Fprintf(w, "#%d %s/%s epoch %d by %s at %s: commit %s\n", r.Seq, r.Wave, r.Cell, r.Epoch, r.Actor, r.TS, r.DoneBody.Commit)
+						fmt.Fprintf(w, "  entry %s: hash ok, included in %s (%d entries, root %.12s; proof of %d hashes)\n",
+							r.Hash, lg.Ref, lg.Size, lg.Root, len(r.Proof))
+						fmt.Fprintf(w, "  done entry for this commit and tree, index agrees; epoch live (rules replayed by verify); cell records it\n")
+						fmt.Fprintf(w, "  changed: %d paths, as recomputed from %s, within scope; note: %s\n",
+							len(r.Changed), orRoot(r.Base), map[bool]string{true: "ok", false: "missing"}[ck.Note])
+					}
+					for _, m := range res.Warnings {
+						fmt.Fprintf(w, "warning: %s\n", m)
+					}
+				})
 			})
 		},
 	}
@@ -124,22 +151,19 @@ With --json the statement is printed as {"ok":true,"statement":{...}}.`,
 			if format != "in-toto" {
 				return usageErr("--format must be in-toto, not %q", format)
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := c.ReceiptExport(argv[0], cell)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.emit(map[string]any{"statement": st}, nil)
-			}
-			enc := json.NewEncoder(a.stdout)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+			return a.withClient(false, func(c *tally.Client) error {
+				st, err := c.ReceiptExport(argv[0], cell)
+				if err != nil {
+					return err
+				}
+				if a.jsonOut {
+					return a.emit(map[string]any{"statement": st}, nil)
+				}
+				enc := json.NewEncoder(a.stdout)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "in-toto", "statement format (only in-toto)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"github.com/tally-dev/tally"
 )
 
 func (a *app) releaseCmd() *cobra.Command {
@@ -11,12 +12,9 @@ func (a *app) releaseCmd() *cobra.Command {
 		Short: "give a cell back: pending again, epoch kept",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, w, cell, err := a.leaseCell(cmd, argv[0])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return a.emitAppended(c.Release(w, cell, epoch))
+			return a.withLeaseCell(cmd, argv[0], func(c *tally.Client, w, cell string) error {
+				return a.emitAppended(c.Release(w, cell, epoch))
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease")

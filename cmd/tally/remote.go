@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"os/exec"
 	"strings"
@@ -26,18 +27,15 @@ another agent won the race. Views read the remote's ledger.`,
 		Short: "use git remote NAME for every command (git config tally.remote)",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if _, err := c.L.Repo.RemoteURL(argv[0]); err != nil {
-				return errs.New("USAGE", "%v", err)
-			}
-			if err := gitConfig(a.dir, "tally.remote", argv[0]); err != nil {
-				return err
-			}
-			return a.emit(map[string]any{"remote": argv[0]}, func(w io.Writer) { fmt.Fprintf(w, "remote: %s\n", argv[0]) })
+			return a.withClient(false, func(c *tally.Client) error {
+				if _, err := c.L.Repo.RemoteURL(argv[0]); err != nil {
+					return errs.New("USAGE", "%v", err)
+				}
+				if err := gitConfig(a.dir, "tally.remote", argv[0]); err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"remote": argv[0]}, func(w io.Writer) { fmt.Fprintf(w, "remote: %s\n", argv[0]) })
+			})
 		},
 	}
 	unset := &cobra.Command{
@@ -56,17 +54,14 @@ another agent won the race. Views read the remote's ledger.`,
 		Short: "print the remote in use",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return a.emit(map[string]any{"remote": c.Remote()}, func(w io.Writer) {
-				if c.Remote() == "" {
-					fmt.Fprintln(w, "remote: none (local)")
-				} else {
-					fmt.Fprintf(w, "remote: %s\n", c.Remote())
-				}
+			return a.withClient(false, func(c *tally.Client) error {
+				return a.emit(map[string]any{"remote": c.Remote()}, func(w io.Writer) {
+					if c.Remote() == "" {
+						fmt.Fprintln(w, "remote: none (local)")
+					} else {
+						fmt.Fprintf(w, "remote: %s\n", c.Remote())
+					}
+				})
 			})
 		},
 	}

@@ -50,17 +50,17 @@ func BenchmarkRemoteClaim(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for n := 0; n < b.N; n++ {
-				out := netTogether(agents, func(i int) netProc {
+				out := netTogether(agents, func(i int) testrepo.Result {
 					return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
 				})
 				for i, p := range out {
 					switch {
 					case p.Err != nil:
 						b.Fatalf("%s: %v", p, p.Err)
-					case p.Code == 1 && p.code() == "CONFLICT":
+					case p.Code == 1 && p.ErrorCode() == "CONFLICT":
 						conflicts++
 						continue
-					case p.Code == 1 && p.code() == "REMOTE-UNREACHABLE":
+					case p.Code == 1 && p.ErrorCode() == "REMOTE-UNREACHABLE":
 						// git daemon drops connections past --max-connections (32)
 						unreachable++
 						continue

@@ -45,7 +45,7 @@ func TestRemoteDenied(t *testing.T) {
 		t.Helper()
 		before := c.serverTip()
 		p := c.refused(2, "REMOTE-DENIED", seed, "bob", nil, args...)
-		msg, _ := p.errField("message").(string)
+		msg, _ := p.ErrorField("message").(string)
 		for _, w := range words {
 			if !strings.Contains(msg, w) {
 				t.Fatalf("%s: %s\nwant the server's words %q in the message", what, p, w)

@@ -110,57 +110,14 @@ func (c *netCluster) agents(n int) []string {
 	return dirs
 }
 
-// netProc is the outcome of one tally process (run from any goroutine).
-type netProc struct {
-	Args   []string
-	Code   int
-	JSON   map[string]any
-	Stdout string
-	Stderr string
-	Wall   time.Duration
-	Err    error // could not run, or stdout is not exactly one JSON object
-}
-
-func (p netProc) code() string {
-	e, _ := p.JSON["error"].(map[string]any)
-	s, _ := e["code"].(string)
-	return s
-}
-
-func (p netProc) errField(k string) any {
-	e, _ := p.JSON["error"].(map[string]any)
-	return e[k]
-}
-
-func (p netProc) String() string {
-	return fmt.Sprintf("tally %v: exit %d %s%s", p.Args, p.Code, strings.TrimSpace(p.Stdout), strings.TrimSpace(p.Stderr))
-}
-
 // netRun runs `tally -C dir --json args...` as actor with env added to the
-// test environment. It does not touch t, so goroutines may call it.
-func netRun(bin, dir, actor string, env []string, args ...string) netProc {
-	cmd := exec.Command(bin, append([]string{"-C", dir, "--json"}, args...)...)
-	cmd.Env = testrepo.Env(append([]string{"TALLY_ACTOR=" + actor}, env...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	p := netProc{Args: args, Wall: time.Since(start), Stdout: stdout.String(), Stderr: stderr.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		p.Code = ee.ExitCode()
-	} else if err != nil {
-		p.Err = err
-		return p
-	}
-	dec := json.NewDecoder(&stdout)
-	if err := dec.Decode(&p.JSON); err != nil || dec.More() {
-		p.Err = fmt.Errorf("stdout is not one JSON object: %q (stderr %q)", p.Stdout, p.Stderr)
-	}
-	return p
+// test environment (testrepo.Exec, which touches no t: goroutines call it).
+func netRun(bin, dir, actor string, env []string, args ...string) testrepo.Result {
+	return testrepo.Exec(bin, dir, actor, env, append([]string{"--json"}, args...)...)
 }
 
 // run runs tally and fails the test if it could not run.
-func (c *netCluster) run(dir, actor string, env []string, args ...string) netProc {
+func (c *netCluster) run(dir, actor string, env []string, args ...string) testrepo.Result {
 	c.t.Helper()
 	p := netRun(c.bin, dir, actor, env, args...)
 	if p.Err != nil {
@@ -181,16 +138,16 @@ func (c *netCluster) ok(dir, actor string, env []string, args ...string) map[str
 
 // refused runs tally and requires exit code exit with error code code; it
 // returns the outcome.
-func (c *netCluster) refused(exit int, code, dir, actor string, env []string, args ...string) netProc {
+func (c *netCluster) refused(exit int, code, dir, actor string, env []string, args ...string) testrepo.Result {
 	c.t.Helper()
 	p := c.run(dir, actor, env, args...)
-	if p.Code != exit || p.code() != code || p.JSON["ok"] != false {
+	if p.Code != exit || p.ErrorCode() != code || p.JSON["ok"] != false {
 		c.t.Fatalf("%s\nwant exit %d %s", p, exit, code)
 	}
-	if p.errField("retryable") != (exit == 1) {
-		c.t.Fatalf("%s: retryable %v with exit %d", p, p.errField("retryable"), exit)
+	if p.ErrorField("retryable") != (exit == 1) {
+		c.t.Fatalf("%s: retryable %v with exit %d", p, p.ErrorField("retryable"), exit)
 	}
-	if msg, _ := p.errField("message").(string); msg == "" {
+	if msg, _ := p.ErrorField("message").(string); msg == "" {
 		c.t.Fatalf("%s: no message", p)
 	}
 	return p
@@ -285,8 +242,8 @@ func netPlan(t testing.TB, dir, wave string, n int, paths []string) string {
 }
 
 // netTogether runs f(0..n-1) in n goroutines released at the same moment.
-func netTogether(n int, f func(i int) netProc) []netProc {
-	out := make([]netProc, n)
+func netTogether(n int, f func(i int) testrepo.Result) []testrepo.Result {
+	out := make([]testrepo.Result, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -366,7 +323,7 @@ func TestRemoteClaimRace(t *testing.T) {
 			var walls []time.Duration
 			for round := 0; round < rounds; round++ {
 				cell := fmt.Sprintf("race/c%03d", round)
-				out := netTogether(agents, func(i int) netProc {
+				out := netTogether(agents, func(i int) testrepo.Result {
 					return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", cell, "--ttl", "3600")
 				})
 				for i, p := range out {
@@ -392,11 +349,11 @@ func TestRemoteClaimRace(t *testing.T) {
 				for _, p := range out {
 					switch {
 					case p.Code == 0:
-					case p.Code == 1 && p.code() == "LEASE-HELD":
-						if p.errField("holder") != winners[cell] || p.errField("epoch") != 1.0 {
-							t.Fatalf("round %d: loser told %v holds epoch %v, winner is %s", round, p.errField("holder"), p.errField("epoch"), winners[cell])
+					case p.Code == 1 && p.ErrorCode() == "LEASE-HELD":
+						if p.ErrorField("holder") != winners[cell] || p.ErrorField("epoch") != 1.0 {
+							t.Fatalf("round %d: loser told %v holds epoch %v, winner is %s", round, p.ErrorField("holder"), p.ErrorField("epoch"), winners[cell])
 						}
-					case p.Code == 1 && p.code() == "CONFLICT":
+					case p.Code == 1 && p.ErrorCode() == "CONFLICT":
 						conflicts++
 					default:
 						t.Fatalf("round %d: %s", round, p)
@@ -459,9 +416,9 @@ func netDrainLoop(bin, dir, actor string, limit int) (a netDrainAgent) {
 		case p.Err != nil:
 			a.err = fmt.Errorf("%s: %v", p, p.Err)
 			return
-		case p.Code == 1 && p.code() == "NO-READY-CELL", p.Code == 2 && p.code() == "PLAN-COMPLETE":
+		case p.Code == 1 && p.ErrorCode() == "NO-READY-CELL", p.Code == 2 && p.ErrorCode() == "PLAN-COMPLETE":
 			return
-		case p.Code == 1 && p.code() == "CONFLICT":
+		case p.Code == 1 && p.ErrorCode() == "CONFLICT":
 			a.conflicts++
 			continue
 		case p.Code != 0:
@@ -484,7 +441,7 @@ func netDrainLoop(bin, dir, actor string, limit int) (a netDrainAgent) {
 		}
 		for {
 			d := netRun(bin, dir, actor, nil, append(remote, "done", wave+"/"+cell, "--epoch", strconv.Itoa(int(epoch)))...)
-			if d.Err == nil && d.Code == 1 && d.code() == "CONFLICT" {
+			if d.Err == nil && d.Code == 1 && d.ErrorCode() == "CONFLICT" {
 				a.conflicts++
 				continue
 			}
@@ -744,7 +701,7 @@ func TestRemoteUnreachable(t *testing.T) {
 				{"sync", "dead"},
 			} {
 				p := c.refused(1, "REMOTE-UNREACHABLE", dir, "A", nil, args...)
-				t.Logf("%v: %v", args, p.errField("message"))
+				t.Logf("%v: %v", args, p.ErrorField("message"))
 			}
 			// A name that is no remote is a usage error, not a transient one.
 			for _, args := range [][]string{{"--remote", "nope", "claim", "w/c000"}, {"sync", "nope"}} {
@@ -777,7 +734,7 @@ func TestRemoteRejected(t *testing.T) {
 				t.Helper()
 				before, local := c.serverTip(), testrepo.Git(t, a, "rev-parse", "refs/tally/ledger")
 				p := c.refused(2, "REMOTE-REJECTED", a, "A", at(d), append([]string{"--remote", "origin"}, args...)...)
-				msg, _ := p.errField("message").(string)
+				msg, _ := p.ErrorField("message").(string)
 				if !strings.Contains(msg, "POLICY") || !strings.Contains(msg, "ahead of the server clock") {
 					t.Fatalf("%s: message does not carry the server's reason", p)
 				}
@@ -1039,7 +996,7 @@ func TestRemoteByURL(t *testing.T) {
 			// A dead URL says why.
 			dead := strings.Replace(c.url, c.url[strings.Index(c.url, "//")+2:strings.LastIndex(c.url, "/")], netDeadAddr(t), 1)
 			p := c.refused(1, "REMOTE-UNREACHABLE", seed, "A", nil, "--remote", dead, "claim", "w/c000")
-			if msg, _ := p.errField("message").(string); !strings.Contains(msg, "connection refused") {
+			if msg, _ := p.ErrorField("message").(string); !strings.Contains(msg, "connection refused") {
 				t.Fatalf("%s: the message does not say why", p)
 			}
 		})

@@ -35,7 +35,7 @@ func TestRemoteClaimWait(t *testing.T) {
 	c.ok(b, "B", nil, "--remote", "origin", "done", "w/b", "--epoch", "1")
 	fresh := c.clone("fresh")
 	p := c.refused(2, "PLAN-COMPLETE", fresh, "C", nil, "--remote", "origin", "claim", "--next", "--wait", "1h")
-	if p.errField("open") != 0.0 {
+	if p.ErrorField("open") != 0.0 {
 		t.Fatalf("PLAN-COMPLETE without open 0: %s", p)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tally-dev/tally"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -20,16 +21,13 @@ LEASE-EXPIRED, LEASE-MAX-HOLD.`,
 			if err := ttlFlag(cmd, ttl); err != nil {
 				return err
 			}
-			c, w, cell, err := a.leaseCell(cmd, argv[0])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Renew(w, cell, epoch, ttl)
-			if err != nil {
-				return err
-			}
-			return a.emit(res, func(w io.Writer) { printLease(w, res) })
+			return a.withLeaseCell(cmd, argv[0], func(c *tally.Client, w, cell string) error {
+				res, err := c.Renew(w, cell, epoch, ttl)
+				if err != nil {
+					return err
+				}
+				return a.emit(res, func(w io.Writer) { printLease(w, res) })
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch of your lease")

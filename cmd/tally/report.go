@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"os"
 	"time"
@@ -46,31 +47,28 @@ Run tally sync first to report on a remote's ledger.`,
 			if out == "-" && a.jsonOut {
 				return usageErr("--out - writes the page to stdout, which --json needs for its object")
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			m, err := report.Build(c, opt)
-			if err != nil {
-				return err
-			}
-			if err := writeReport(out, a.stdout, m); err != nil {
-				return err
-			}
-			if f := m.Verify.Failure; f != nil {
-				e := errs.New(f.Code, "%s (report written to %s, showing the %d entries before the failure)", f.Message, out, m.Verify.Entries)
-				if f.Seq >= 0 {
-					e = e.With("seq", f.Seq)
+			return a.withClient(false, func(c *tally.Client) error {
+				m, err := report.Build(c, opt)
+				if err != nil {
+					return err
 				}
-				return e.With("out", out)
-			}
-			res := map[string]any{"out": out, "entries": m.Verify.Entries, "root": m.Verify.Root,
-				"lanes": len(m.Lanes), "leases": len(m.Bars), "shown_entries": len(m.Entries)}
-			return a.emit(res, func(w io.Writer) {
-				if out != "-" {
-					fmt.Fprintf(w, "report of %d verified entries (root %s): %s\n", m.Verify.Entries, m.Verify.Root, out)
+				if err := writeReport(out, a.stdout, m); err != nil {
+					return err
 				}
+				if f := m.Verify.Failure; f != nil {
+					e := errs.New(f.Code, "%s (report written to %s, showing the %d entries before the failure)", f.Message, out, m.Verify.Entries)
+					if f.Seq >= 0 {
+						e = e.With("seq", f.Seq)
+					}
+					return e.With("out", out)
+				}
+				res := map[string]any{"out": out, "entries": m.Verify.Entries, "root": m.Verify.Root,
+					"lanes": len(m.Lanes), "leases": len(m.Bars), "shown_entries": len(m.Entries)}
+				return a.emit(res, func(w io.Writer) {
+					if out != "-" {
+						fmt.Fprintf(w, "report of %d verified entries (root %s): %s\n", m.Verify.Entries, m.Verify.Root, out)
+					}
+				})
 			})
 		},
 	}

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally"
+)
 
 func (a *app) requeueCmd() *cobra.Command {
 	return &cobra.Command{
@@ -12,12 +16,9 @@ func (a *app) requeueCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return a.emitAppended(c.Requeue(w, cell))
+			return a.withClient(true, func(c *tally.Client) error {
+				return a.emitAppended(c.Requeue(w, cell))
+			})
 		},
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -148,11 +147,19 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 }
 
 // client opens the repository; commands that append pass acting and are
-// refused early when no actor can be found.
+// refused early when no actor can be found. It is the one place that turns
+// flags and TALLY_* variables into the facade's options: a flag wins over
+// its variable.
 func (a *app) client(acting bool) (*tally.Client, error) {
-	self, _ := os.Executable()
-	c, err := tally.Open(a.dir, tally.Options{Actor: a.actorFlag, Namespace: a.namespace, SigningKey: a.signKey,
-		Remote: a.remote, Local: a.local, Maintainer: self})
+	now, err := envClock()
+	if err != nil {
+		return nil, err
+	}
+	c, err := tally.Open(a.dir, tally.Options{
+		Actor:      flagOrEnv(a.actorFlag, "TALLY_ACTOR"),
+		Namespace:  flagOrEnv(a.namespace, "TALLY_NAMESPACE"),
+		SigningKey: flagOrEnv(a.signKey, "TALLY_SIGNING_KEY"),
+		Remote:     a.remote, Local: a.local, Now: now, Maintain: detachedGC})
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +169,17 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
 	return c, nil
+}
+
+// withClient runs f with a client opened by client(acting) and closes it
+// after: every command that works on a repository goes through it.
+func (a *app) withClient(acting bool, f func(c *tally.Client) error) error {
+	c, err := a.client(acting)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(c)
 }
 
 // emit prints a successful result: with --json exactly one object with
@@ -178,6 +196,21 @@ func (a *app) emit(result any, text func(w io.Writer)) error {
 		return err
 	}
 	return writeJSON(a.stdout, obj)
+}
+
+// emitView is emit for a view: with --json the result also carries
+// "verified" ({"through": seq, "head": hash}), the verified state it was read
+// from (a view on a ledger that does not verify fails instead, exit 3).
+func (a *app) emitView(c *tally.Client, result any, text func(w io.Writer)) error {
+	if !a.jsonOut {
+		return a.emit(nil, text)
+	}
+	obj, err := tally.ResultObject(result)
+	if err != nil {
+		return err
+	}
+	obj["verified"] = c.Verified()
+	return a.emit(obj, nil)
 }
 
 // fail reports err and returns its exit class.
@@ -222,20 +255,18 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// leaseCell serves the commands that act on the caller's own lease (renew,
-// release, fail, done): it parses the WAVE/CELL argument, requires --epoch,
-// and opens a client with an actor. The caller closes the client.
-func (a *app) leaseCell(cmd *cobra.Command, arg string) (c *tally.Client, wave, cell string, err error) {
-	if wave, cell, err = cellArg(arg); err != nil {
-		return nil, "", "", err
+// withLeaseCell serves the commands that act on the caller's own lease
+// (renew, release, fail, done): it parses the WAVE/CELL argument, requires
+// --epoch, and runs f with a client that has an actor (withClient).
+func (a *app) withLeaseCell(cmd *cobra.Command, arg string, f func(c *tally.Client, wave, cell string) error) error {
+	wave, cell, err := cellArg(arg)
+	if err != nil {
+		return err
 	}
 	if err := requireFlag(cmd, "epoch"); err != nil {
-		return nil, "", "", err
+		return err
 	}
-	if c, err = a.client(true); err != nil {
-		return nil, "", "", err
-	}
-	return c, wave, cell, nil
+	return a.withClient(true, func(c *tally.Client) error { return f(c, wave, cell) })
 }
 
 // cellArg parses "WAVE/CELL".

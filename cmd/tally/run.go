@@ -1,19 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"os"
 	"os/exec"
-	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/tally-dev/tally/chain"
-	"github.com/tally-dev/tally/errs"
-	"github.com/tally-dev/tally/lease"
-	"github.com/tally-dev/tally/receipt"
 )
 
 func (a *app) runCmd() *cobra.Command {
@@ -46,46 +40,23 @@ exactly one JSON object and nothing is lost.`,
 			if !cmd.Flags().Changed("epoch") {
 				epoch = 0
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ls, err := c.LiveLease(w, cell, epoch)
-			if err != nil {
-				return err
-			}
-			out, errOut := receipt.NewStreamDigest(), receipt.NewStreamDigest()
-			child := exec.Command(argv[1], argv[2:]...)
-			child.Dir = a.dir // -C PATH: run as if started in PATH, the command too
-			child.Stdin = os.Stdin
-			stdout, stderr := a.stdout, a.stderr
-			if a.jsonOut {
-				stdout = a.stderr // stdout carries exactly one JSON object
-			}
-			child.Stdout, child.Stderr = io.MultiWriter(stdout, out), io.MultiWriter(stderr, errOut)
-			start := c.L.Now()
-			t0 := time.Now()
-			code := 0
-			if err := child.Run(); err != nil {
-				var ee *exec.ExitError
-				if !errors.As(err, &ee) {
-					return errs.New("USAGE", "run %s: %v", argv[1], err)
+			return a.withClient(true, func(c *tally.Client) error {
+				child := exec.Command(argv[1], argv[2:]...)
+				child.Dir = a.dir // -C PATH: run as if started in PATH, the command too
+				child.Stdin = os.Stdin
+				child.Stdout, child.Stderr = a.stdout, a.stderr
+				if a.jsonOut {
+					child.Stdout = a.stderr // stdout carries exactly one JSON object
 				}
-				code = ee.ExitCode()
-			}
-			ev := lease.Evidence{Argv: argv[1:], ExitCode: code, StartedAt: chain.FormatTime(start),
-				DurationMS: time.Since(t0).Milliseconds(), Stdout: out.Digest(), Stderr: errOut.Digest(), Epoch: ls.Epoch}
-			if err := c.RecordEvidence(w, cell, ev); err != nil {
-				return err
-			}
-			if code != 0 {
-				return errs.New("COMMAND-FAILED", "%s exited %d; its evidence is recorded for %s/%s epoch %d", argv[1], code, w, cell, ls.Epoch).
-					With("exit_code", code).With("evidence", ev)
-			}
-			return a.emit(map[string]any{"evidence": ev}, func(io.Writer) {
-				// The command owns stdout; tally's own report goes to stderr.
-				fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit 0 in %d ms\n", w, cell, ls.Epoch, ev.DurationMS)
+				res, err := c.Run(w, cell, epoch, child, nil)
+				if err != nil {
+					return err
+				}
+				ev := res.Evidence
+				return a.emit(res, func(io.Writer) {
+					// The command owns stdout; tally's own report goes to stderr.
+					fmt.Fprintf(a.stderr, "tally: recorded evidence for %s/%s epoch %d: exit 0 in %d ms\n", w, cell, ev.Epoch, ev.DurationMS)
+				})
 			})
 		},
 	}

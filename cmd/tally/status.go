@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -23,37 +24,34 @@ func (a *app) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			waves, now, err := c.Status(wave)
-			if err != nil {
-				return err
-			}
-			return a.emit(map[string]any{"now": chain.FormatTime(now), "waves": waves}, func(w io.Writer) {
-				for _, ws := range waves {
-					paint(w, bold, "wave %s", ws.Wave)
-					fmt.Fprintf(w, ": %d pending, %d claimed, %d done, %d failed\n",
-						ws.Counts[lease.Pending], ws.Counts[lease.Claimed], ws.Counts[lease.Done], ws.Counts[lease.Failed])
-					tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-					for _, c := range ws.Cells {
-						left := ""
-						if c.SecondsLeft != nil {
-							left = (time.Duration(*c.SecondsLeft) * time.Second).String()
-							if *c.SecondsLeft < 0 {
-								left = "expired"
-							}
-						}
-						state := c.State
-						if c.Ready && c.State == lease.Pending {
-							state += " (ready)"
-						}
-						fmt.Fprintf(tw, "  %s\t%s\tepoch %d\t%s\t%s\n", c.Cell, state, c.Epoch, inert(c.Holder), left)
-					}
-					tw.Flush()
+			return a.withClient(false, func(c *tally.Client) error {
+				waves, now, err := c.Status(wave)
+				if err != nil {
+					return err
 				}
+				return a.emitView(c, map[string]any{"now": chain.FormatTime(now), "waves": waves}, func(w io.Writer) {
+					for _, ws := range waves {
+						paint(w, bold, "wave %s", ws.Wave)
+						fmt.Fprintf(w, ": %d pending, %d claimed, %d done, %d failed\n",
+							ws.Counts[lease.Pending], ws.Counts[lease.Claimed], ws.Counts[lease.Done], ws.Counts[lease.Failed])
+						tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+						for _, c := range ws.Cells {
+							left := ""
+							if c.SecondsLeft != nil {
+								left = (time.Duration(*c.SecondsLeft) * time.Second).String()
+								if *c.SecondsLeft < 0 {
+									left = "expired"
+								}
+							}
+							state := c.State
+							if c.Ready && c.State == lease.Pending {
+								state += " (ready)"
+							}
+							fmt.Fprintf(tw, "  %s\t%s\tepoch %d\t%s\t%s\n", c.Cell, state, c.Epoch, inert(c.Holder), left)
+						}
+						tw.Flush()
+					}
+				})
 			})
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -20,31 +21,28 @@ it. Every entry that no longer applies is reported with the rule that
 refuses it; none is dropped silently.`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			remote := c.Remote()
-			if len(argv) == 1 {
-				remote = argv[0]
-			}
-			if remote == "" {
-				return errs.New("USAGE", "no remote: give NAME, --remote, or tally remote set NAME")
-			}
-			rep, err := c.Sync(remote)
-			if err != nil {
-				return err
-			}
-			return a.emit(rep, func(w io.Writer) {
-				fmt.Fprintf(w, "%s: %s, %d entries, tip %.12s\n", rep.Remote, rep.Action, rep.Entries, rep.Tip)
-				for _, r := range rep.Rebuilt {
-					fmt.Fprintf(w, "  rebuilt #%d %s (%s) as #%d\n", r.OldSeq, r.Kind, r.Actor, r.NewSeq)
+			return a.withClient(false, func(c *tally.Client) error {
+				remote := c.Remote()
+				if len(argv) == 1 {
+					remote = argv[0]
 				}
-				for _, d := range rep.Dropped {
-					fmt.Fprintf(w, "  NOT APPLIED #%d %s (%s): %s: %s\n", d.OldSeq, d.Kind, d.Actor, d.Code, d.Message)
+				if remote == "" {
+					return errs.New("USAGE", "no remote: give NAME, --remote, or tally remote set NAME")
 				}
-				printNotesPush(w, a.stderr, rep.NotesPush)
+				rep, err := c.Sync(remote)
+				if err != nil {
+					return err
+				}
+				return a.emit(rep, func(w io.Writer) {
+					fmt.Fprintf(w, "%s: %s, %d entries, tip %.12s\n", rep.Remote, rep.Action, rep.Entries, rep.Tip)
+					for _, r := range rep.Rebuilt {
+						fmt.Fprintf(w, "  rebuilt #%d %s (%s) as #%d\n", r.OldSeq, r.Kind, r.Actor, r.NewSeq)
+					}
+					for _, d := range rep.Dropped {
+						fmt.Fprintf(w, "  NOT APPLIED #%d %s (%s): %s: %s\n", d.OldSeq, d.Kind, d.Actor, d.Code, d.Message)
+					}
+					printNotesPush(w, a.stderr, rep.NotesPush)
+				})
 			})
 		},
 	}

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tally-dev/tally"
+)
 
 func (a *app) unlockCmd() *cobra.Command {
 	var epochs []int64
@@ -17,16 +21,13 @@ LEASE-MISSING.`,
 			if err := requireFlag(cmd, "epoch"); err != nil {
 				return err
 			}
-			c, err := a.client(true)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			specs, err := a.lockSpecs(argv)
-			if err != nil {
-				return err
-			}
-			return a.emitAppended(c.Unlock(specs, epochs))
+			return a.withClient(true, func(c *tally.Client) error {
+				specs, err := a.lockSpecs(argv)
+				if err != nil {
+					return err
+				}
+				return a.emitAppended(c.Unlock(specs, epochs))
+			})
 		},
 	}
 	cmd.Flags().Int64SliceVar(&epochs, "epoch", nil, "the epoch of your lock(s)")

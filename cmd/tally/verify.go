@@ -44,42 +44,39 @@ CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED for a checkpoint.`,
 					return err
 				}
 			}
-			c, err := a.client(false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			rep, err := c.Verify(full)
-			if err != nil {
-				return err
-			}
-			checked, err := c.CheckCheckpoints(rep.Commit, notes, keys)
-			if err != nil {
-				e := errs.From(err)
-				if i, ok := e.Details["checkpoint"].(int); ok {
-					e = e.With("checkpoint", checkpoints[i])
-				}
-				return e
-			}
-			var trailers []tally.TrailerCheck
-			if trailersRev != "" {
-				if trailers, err = c.CheckTrailers(rep.Commit, trailersRev); err != nil {
+			return a.withClient(false, func(c *tally.Client) error {
+				rep, err := c.Verify(full)
+				if err != nil {
 					return err
 				}
-			}
-			res := struct {
-				*ledger.Report
-				Checkpoints []tally.CheckpointCheck `json:"checkpoints,omitempty"`
-				Trailers    []tally.TrailerCheck    `json:"trailers,omitempty"`
-			}{rep, checked, trailers}
-			return a.emit(res, func(w io.Writer) {
-				paint(w, green, "ok")
-				fmt.Fprintf(w, ": %d entries (%d checked now), head #%d %s, root %s\n",
-					rep.Entries, rep.Checked, rep.Head.Seq, rep.Head.Hash, rep.Root)
-				for i, cc := range checked {
-					fmt.Fprintf(w, "checkpoint %s: %d entries, consistent, signed by %d keys\n",
-						checkpoints[i], cc.Checkpoint.Size, len(cc.SignedBy))
+				checked, err := c.CheckCheckpoints(rep.Commit, notes, keys)
+				if err != nil {
+					e := errs.From(err)
+					if i, ok := e.Details["checkpoint"].(int); ok {
+						e = e.With("checkpoint", checkpoints[i])
+					}
+					return e
 				}
+				var trailers []tally.TrailerCheck
+				if trailersRev != "" {
+					if trailers, err = c.CheckTrailers(rep.Commit, trailersRev); err != nil {
+						return err
+					}
+				}
+				res := struct {
+					*ledger.Report
+					Checkpoints []tally.CheckpointCheck `json:"checkpoints,omitempty"`
+					Trailers    []tally.TrailerCheck    `json:"trailers,omitempty"`
+				}{rep, checked, trailers}
+				return a.emit(res, func(w io.Writer) {
+					paint(w, green, "ok")
+					fmt.Fprintf(w, ": %d entries (%d checked now), head #%d %s, root %s\n",
+						rep.Entries, rep.Checked, rep.Head.Seq, rep.Head.Hash, rep.Root)
+					for i, cc := range checked {
+						fmt.Fprintf(w, "checkpoint %s: %d entries, consistent, signed by %d keys\n",
+							checkpoints[i], cc.Checkpoint.Size, len(cc.SignedBy))
+					}
+				})
 			})
 		},
 	}

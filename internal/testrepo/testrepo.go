@@ -4,13 +4,17 @@ package testrepo
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/gitstore"
 )
@@ -104,42 +108,70 @@ func Tally(t testing.TB) string {
 
 // Result is the outcome of one tally invocation.
 type Result struct {
+	Args   []string       // the arguments after -C DIR
 	Code   int            // exit code
 	JSON   map[string]any // decoded stdout when --json was given
 	Stdout string
 	Stderr string
+	Wall   time.Duration
+	Err    error // could not run, killed by a signal, or with --json stdout is not exactly one JSON object
 }
 
 // ErrorCode returns the JSON error code ("" on success).
 func (r Result) ErrorCode() string {
-	e, _ := r.JSON["error"].(map[string]any)
-	code, _ := e["code"].(string)
+	code, _ := r.ErrorField("code").(string)
 	return code
 }
 
-// Run runs tally in dir as actor with args; env entries are added to Env().
-// With "--json" among args, stdout is decoded into Result.JSON (a test fails
-// if it is not exactly one JSON object).
-func Run(t testing.TB, dir, actor string, env []string, args ...string) Result {
-	t.Helper()
-	cmd := exec.Command(Tally(t), append([]string{"-C", dir}, args...)...)
+// ErrorField returns a member of the JSON error object (nil on success).
+func (r Result) ErrorField(k string) any {
+	e, _ := r.JSON["error"].(map[string]any)
+	return e[k]
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("tally %v: exit %d %s%s", r.Args, r.Code, strings.TrimSpace(r.Stdout), strings.TrimSpace(r.Stderr))
+}
+
+// Exec runs the tally binary bin in dir as actor with args; env entries are
+// added to Env(). With "--json" among args, stdout is decoded into
+// Result.JSON. It touches no *testing.T, so goroutines and benchmarks'
+// workers may call it; what went wrong is in Result.Err.
+func Exec(bin, dir, actor string, env []string, args ...string) Result {
+	cmd := exec.Command(bin, append([]string{"-C", dir}, args...)...)
 	cmd.Env = Env(append([]string{"TALLY_ACTOR=" + actor}, env...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	err := cmd.Run()
-	res := Result{Stdout: stdout.String(), Stderr: stderr.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
+	res := Result{Args: args, Wall: time.Since(start), Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		res.Code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("tally %v: %v", args, err)
-	}
-	for _, a := range args {
-		if a == "--json" {
-			dec := json.NewDecoder(&stdout)
-			if err := dec.Decode(&res.JSON); err != nil || dec.More() {
-				t.Fatalf("tally %v: stdout is not one JSON object: %q (%v)", args, res.Stdout, err)
-			}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Err = fmt.Errorf("killed by %v", ws.Signal())
+			return res
 		}
+	} else if err != nil {
+		res.Err = err
+		return res
+	}
+	if slices.Contains(args, "--json") {
+		dec := json.NewDecoder(&stdout)
+		if err := dec.Decode(&res.JSON); err != nil || dec.More() {
+			res.Err = fmt.Errorf("stdout is not one JSON object (%v)", err)
+		}
+	}
+	return res
+}
+
+// Run is Exec with the binary built for this test process (Tally); the test
+// fails, showing the outcome, if Exec's Err is set.
+func Run(t testing.TB, dir, actor string, env []string, args ...string) Result {
+	t.Helper()
+	res := Exec(Tally(t), dir, actor, env, args...)
+	if res.Err != nil {
+		t.Fatalf("%s: %v", res, res.Err)
 	}
 	return res
 }
@@ -150,7 +182,7 @@ func Run(t testing.TB, dir, actor string, env []string, args ...string) Result {
 // the directory would make the test fail for a reason of its own.
 func WaitCompaction(t testing.TB, commonDir string) {
 	t.Helper()
-	lock, err := gitstore.LockCompaction(gitstore.CompactionLockPath(commonDir), true)
+	lock, err := gitstore.LockCompaction(gitstore.LocalPathsOf(commonDir).CompactLock(), true)
 	if err != nil {
 		t.Fatalf("waiting for compaction in %s: %v", commonDir, err)
 	}

@@ -1,10 +1,9 @@
-package ledger_test
+package main
 
 import (
 	"testing"
 
 	"github.com/tally-dev/tally/errs"
-	"github.com/tally-dev/tally/ledger"
 )
 
 // TALLY_NOW whose UTC time is outside the years an entry's time can carry is
@@ -20,7 +19,7 @@ func TestEnvClockRange(t *testing.T) {
 		{"0000-01-01T00:30:00+01:00", false}, // year -1
 	} {
 		t.Setenv("TALLY_NOW", tc.now)
-		clock, err := ledger.EnvClock()
+		clock, err := envClock()
 		if tc.ok && (err != nil || clock().IsZero()) {
 			t.Errorf("TALLY_NOW=%s: %v", tc.now, err)
 		}
