@@ -3,6 +3,7 @@
 //
 //	go run ./bench [-dir DIR] [-entries 100000] [-objects 1000000] [-runs 200]
 //	go run ./bench -quick          # small sizes, a smoke test of the script
+//	go run ./bench -dir DIR -entries N -build   # only the N-entry ledger, in DIR/empty
 //
 // Put DIR on the filesystem you care about: fsync cost differs between mounts
 // (on the development machine /tmp was about three times slower than /work).
@@ -32,6 +33,7 @@ var (
 	runs    = flag.Int("runs", 200, "whole-process runs per measurement")
 	quick   = flag.Bool("quick", false, "small sizes (2k entries, 20k objects, 30 runs)")
 	keep    = flag.Bool("keep", false, "keep the work directory")
+	build   = flag.Bool("build", false, "only build DIR/empty, a ledger of -entries entries (grown if it exists), and stop")
 )
 
 func main() {
@@ -114,6 +116,18 @@ func (b *bench) run() {
 	fmt.Fprintf(os.Stderr, "bench in %s: %d entries, %d host objects, %d runs\n", b.dir, *entries, *objects, *runs)
 	sh(".", nil, "env", "CGO_ENABLED=0", "go", "build", "-o", b.tally, "./cmd/tally")
 
+	if *build {
+		// The ledger the verify measurements read, for measuring them on
+		// their own (docs/PERFORMANCE.md); growing an existing one keeps its
+		// first entries, so one directory can be copied at each size.
+		empty := filepath.Join(b.dir, "empty")
+		if _, err := os.Stat(empty); err != nil {
+			empty = b.newRepo("empty")
+			b.initLedger(empty)
+		}
+		b.grow(empty, *entries)
+		return
+	}
 	empty := b.newRepo("empty")
 	b.initLedger(empty)
 	b.grow(empty, 1000)

@@ -284,6 +284,9 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err != nil {
 		return nil, err
 	}
+	if len(raw) >= largeEntry {
+		defer collectGarbage()()
+	}
 	sig, err := sigRuleAt(snap.Tree, actor)
 	if err != nil {
 		return nil, err

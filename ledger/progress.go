@@ -9,8 +9,7 @@ import "sync"
 // units makes no call, and a new step (another what, or gc's next round)
 // starts from a smaller done. Calls are serialized, so the function needs no
 // locking of its own, and come every progressEvery units (plus once at the
-// end of each of verification's parallel segments), never per unit, so the
-// hot loops stay fast whatever it costs. The ledger knows nothing about
+// end), never per unit, so the hot loops stay fast whatever it costs. The ledger knows nothing about
 // terminals: the command line decides whether and how to show it.
 type Progress func(what string, done, total int)
 
@@ -35,7 +34,10 @@ func counted(i, n int) int {
 }
 
 // meter counts one step's units for a Progress, from any number of
-// goroutines. A nil *meter counts nothing, so callers need no check.
+// goroutines, and tells it when the count crosses a multiple of
+// progressEvery or reaches the total, so parallel loops adding their own
+// remainders do not multiply the calls. A nil *meter counts nothing, so
+// callers need no check.
 type meter struct {
 	mu          sync.Mutex
 	p           Progress
@@ -52,13 +54,16 @@ func (l *Ledger) meter(what string, total int) *meter {
 	return &meter{p: l.Progress, what: what, total: total}
 }
 
-// add records n more units done and tells the Progress.
+// add records n more units done and tells the Progress if a call is due.
 func (m *meter) add(n int) {
 	if m == nil || n == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	was := m.done
 	m.done = min(m.done+n, m.total)
-	m.p(m.what, m.done, m.total)
+	if m.done/progressEvery > was/progressEvery || m.done == m.total && was < m.total {
+		m.p(m.what, m.done, m.total)
+	}
 }

@@ -146,6 +146,12 @@ func (l *Ledger) VerifyRange(base, tip gitstore.ObjectID) (*Report, error) {
 // order, to each (nil: none); an error from each stops verification and is
 // returned. The hooks use it to apply checks that depend on where the chain
 // is being accepted, such as clock skew.
+//
+// Memory does not grow with the length of the range (but for 20 bytes an
+// entry with each): commits are walked back from tip in segments of
+// minSegment, a segment's commits are dropped once it is checked, and a
+// verifier's tree overlay is restarted from the verified stored tree every
+// minSegment entries, so it holds only what recent entries touched.
 func (l *Ledger) VerifyRangeEach(base, tip gitstore.ObjectID, each func(*Applied) error) (*Report, error) {
 	return l.verifyRange(base, tip, each, false)
 }
@@ -157,96 +163,186 @@ func (l *Ledger) verifyRange(base, tip gitstore.ObjectID, each func(*Applied) er
 	if err != nil {
 		return nil, err
 	}
-	commits, err := walkBack(db, tip, base)
-	if err != nil {
-		return nil, err
-	}
 	start, err := l.SnapshotAt(base)
 	if err != nil {
 		return nil, err
 	}
-	if commits == nil {
-		return nil, l.divergence(db, base, tip, start.Meta.Size)
+	// The tip's own claim of its size sizes the progress meter only: the
+	// checks never read it, and a damaged tip is reported by them.
+	expect := 0
+	if t, err := l.SnapshotAt(tip); err == nil && t.Meta.Size > start.Meta.Size {
+		expect = int(t.Meta.Size - start.Meta.Size)
 	}
-	// Oldest first.
-	slices.Reverse(commits)
-	// Without a per-entry callback, the chain is cut into segments checked in
-	// parallel: each segment starts from the state tree its predecessor's last
-	// commit claims, and that claim is exactly what the predecessor's last
-	// check verifies, so all segments passing means the whole chain passes.
-	// The first failing segment, in chain order, names the first bad entry.
-	parts := 1
-	if each == nil {
-		parts = max(1, min(runtime.GOMAXPROCS(0), len(commits)/minSegment))
+	if expect >= minSegment {
+		defer collectGarbage()()
 	}
-	m := l.meter("verify", len(commits))
-	verifiers := make([]*verifier, parts)
-	failures := make([]error, parts)
-	var wg sync.WaitGroup
-	for k := range parts {
-		lo, hi := k*len(commits)/parts, (k+1)*len(commits)/parts
-		v := &verifier{db: db, tree: start.Tree, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each,
-			sigRules: map[string]*sigRule{}, meter: m}
-		if lo > 0 {
-			prev := commits[lo-1]
-			seg, err := l.SnapshotAt(prev.id)
-			if err != nil {
-				return nil, err
-			}
-			v.tree, v.pos, v.parent, v.meta = seg.Tree, start.Meta.Size+uint64(lo), prev.id, seg.Meta
+	v := &verifier{db: db, pos: start.Meta.Size, parent: base, meta: start.Meta, each: each,
+		sigRules: map[string]*sigRule{}, meter: l.meter("verify", expect)}
+	if stored {
+		v.stored = []gitstore.ObjectID{}
+	}
+	v.setTree(start.Tree)
+	var checked int
+	if each != nil {
+		checked, err = l.verifyInOrder(db, v, base, tip)
+	} else {
+		checked, v, err = l.verifySegments(db, v, base, tip)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Report{Entries: v.pos, Checked: uint64(checked), Commit: tip, Root: v.meta.Root,
+		Head: Head{Seq: v.pos - 1, Hash: v.meta.Head, Commit: tip.String()}}, nil
+}
+
+// verifyInOrder checks the range in one chain, oldest first, for a per-entry
+// callback: only commit ids are kept from the walk back, and each commit is
+// read again when its turn comes.
+func (l *Ledger) verifyInOrder(db *gitstore.ObjectDB, v *verifier, base, tip gitstore.ObjectID) (int, error) {
+	var ids []gitstore.ObjectID
+	found, err := walkBack(db, tip, base, func(seg []walked, _ gitstore.ObjectID) error {
+		for _, w := range seg {
+			ids = append(ids, w.id)
 		}
-		if stored {
-			v.stored = []gitstore.ObjectID{}
-			v.tree.TrackNew()
-		}
-		verifiers[k] = v
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, l.divergence(db, base, tip, v.meta.Size)
+	}
+	slices.Reverse(ids)
+	commits := make([]walked, len(ids))
+	for i, id := range ids {
+		commits[i].id = id
+	}
+	return len(commits), v.run(commits)
+}
+
+// verifySegments checks the range as segments of at most minSegment commits,
+// each from the state tree its predecessor's last commit claims, in parallel
+// with each other and with the walk back that finds them (newest first).
+// That claim is exactly what the predecessor's last check verifies, so all
+// segments passing means the whole chain passes, and the failing segment
+// oldest in the chain names the first bad entry. It returns the verifier
+// of the newest segment (first, the one for the oldest if there is a single
+// one).
+func (l *Ledger) verifySegments(db *gitstore.ObjectDB, first *verifier, base, tip gitstore.ObjectID) (int, *verifier, error) {
+	type segment struct {
+		k       int      // 0 for the newest
+		commits []walked // oldest first
+		parent  gitstore.ObjectID
+	}
+	queue := make(chan segment, 1)
+	var (
+		mu       sync.Mutex
+		failures = map[int]error{}
+		newest   *verifier
+		wg       sync.WaitGroup
+	)
+	for range max(1, runtime.GOMAXPROCS(0)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			failures[k] = v.run(commits[lo:hi])
+			for seg := range queue {
+				v := &verifier{db: db, each: first.each, sigRules: map[string]*sigRule{}, meter: first.meter,
+					tree: first.tree, pos: first.pos, parent: first.parent, meta: first.meta}
+				if first.stored != nil {
+					v.stored = []gitstore.ObjectID{}
+				}
+				var err error
+				if seg.parent != base {
+					var snap *Snapshot
+					if snap, err = l.SnapshotAt(seg.parent); err == nil {
+						v.setTree(snap.Tree)
+						v.pos, v.parent, v.meta = snap.Meta.Size, seg.parent, snap.Meta
+					}
+				}
+				if err == nil {
+					err = v.run(seg.commits)
+				}
+				mu.Lock()
+				if err != nil {
+					failures[seg.k] = err
+				}
+				if seg.k == 0 {
+					newest = v
+				}
+				mu.Unlock()
+			}
 		}()
 	}
+	k, checked := 0, 0
+	found, err := walkBack(db, tip, base, func(seg []walked, parent gitstore.ObjectID) error {
+		slices.Reverse(seg)
+		queue <- segment{k, seg, parent}
+		k++
+		checked += len(seg)
+		return nil
+	})
+	close(queue)
 	wg.Wait()
-	for _, err := range failures {
-		if err != nil {
-			return nil, err
+	if err != nil {
+		return 0, nil, err
+	}
+	if !found {
+		return 0, nil, l.divergence(db, base, tip, first.meta.Size)
+	}
+	if k == 0 {
+		return 0, first, nil // nothing new
+	}
+	for i := k - 1; i >= 0; i-- {
+		if err := failures[i]; err != nil {
+			return 0, nil, err
 		}
 	}
-	v := verifiers[parts-1]
-	return &Report{Entries: v.pos, Checked: uint64(len(commits)), Commit: tip, Root: v.meta.Root,
-		Head: Head{Seq: v.pos - 1, Hash: v.meta.Head, Commit: tip.String()}}, nil
+	return checked, newest, nil
 }
 
 type walked struct {
 	id     gitstore.ObjectID
-	commit *gitstore.Commit
+	commit *gitstore.Commit // nil: the verifier reads it
 }
 
-// walkBack lists the commits from tip back to (excluding) stop along first
-// parents, tip first. It returns nil, nil if stop is not on that path.
-func walkBack(db *gitstore.ObjectDB, tip, stop gitstore.ObjectID) ([]walked, error) {
-	out := []walked{}
+// walkBack walks the commits from tip back to (excluding) stop along first
+// parents and hands them to emit in segments of at most minSegment, tip
+// first, each newest first, with the first parent of the segment's oldest
+// commit (stop for the last segment). emit may keep the slice. found is
+// false if the walk reached a root without meeting stop; the segments
+// emitted so far were then not of the range.
+func walkBack(db *gitstore.ObjectDB, tip, stop gitstore.ObjectID, emit func(seg []walked, parent gitstore.ObjectID) error) (found bool, err error) {
+	var seg []walked
 	for cur := tip; cur != stop; {
 		c, err := db.ReadCommit(cur)
 		if err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
+			return false, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
 		}
-		out = append(out, walked{cur, c})
+		seg = append(seg, walked{cur, c})
 		if len(c.Parents) == 0 {
 			if !stop.IsZero() {
-				return nil, nil
+				return false, nil
 			}
 			break
 		}
 		cur = c.Parents[0]
+		if len(seg) == minSegment && cur != stop {
+			if err := emit(seg, cur); err != nil {
+				return false, err
+			}
+			seg = nil
+		}
 	}
-	return out, nil
+	if len(seg) > 0 {
+		return true, emit(seg, stop)
+	}
+	return true, nil
 }
 
 // divergence explains why base is not an ancestor of tip.
 func (l *Ledger) divergence(db *gitstore.ObjectDB, base, tip gitstore.ObjectID, baseSize uint64) error {
-	back, err := walkBack(db, base, tip)
-	if err == nil && back != nil {
+	found, err := walkBack(db, base, tip, func([]walked, gitstore.ObjectID) error { return nil })
+	if err == nil && found {
 		return errs.New("ROLLBACK-DETECTED", "%s was moved back from %s (verified, %d entries) to an ancestor %s",
 			l.Ref, base, baseSize, tip).With("verified_size", baseSize)
 	}
@@ -274,13 +370,25 @@ type verifier struct {
 	stored []gitstore.ObjectID
 }
 
+// setTree makes t the state the next entry applies to, tracking the objects
+// its replays make anew when the verifier checks stored objects.
+func (v *verifier) setTree(t *gitstore.Tree) {
+	if v.stored != nil {
+		t.TrackNew()
+	}
+	v.tree = t
+}
+
 // minSegment is the fewest entries worth a parallel segment of their own (a
 // variable so that tests can cut small ledgers into segments).
 var minSegment = 4096
 
 // run checks commits (oldest first) in order. Reading and inflating objects
-// runs ahead of the checks in another goroutine: the entry bytes of the next
-// commits are fetched while the current one is replayed.
+// runs ahead of the checks in another goroutine: the commits (those the walk
+// did not keep) and entry bytes of the next commits are fetched while the
+// current one is replayed. Every minSegment entries and at the end, the tree
+// overlay starts again from the stored tree just verified, dropping what it
+// had loaded, and the pack pages read so far leave the resident set.
 func (v *verifier) run(commits []walked) error {
 	raws := make(chan fetched, 256)
 	stop := make(chan struct{})
@@ -289,28 +397,46 @@ func (v *verifier) run(commits []walked) error {
 	go func() {
 		defer close(done)
 		defer close(raws)
-		for _, c := range commits {
-			raw, err := entryBytes(v.db, c.commit.Tree)
+		for _, w := range commits {
+			f := fetched{commit: w.commit}
+			if f.commit == nil {
+				if f.commit, f.err = v.db.ReadCommit(w.id); f.err != nil {
+					f.err = errs.Wrap("CORRUPT", f.err, "ledger commit %s", w.id)
+				}
+			}
+			if f.err == nil {
+				f.raw, f.err = entryBytes(v.db, f.commit.Tree)
+			}
 			select {
-			case raws <- fetched{raw, err}:
+			case raws <- f:
 			case <-stop:
 				return
 			}
 		}
 	}()
-	for i, c := range commits {
-		if err := v.check(c, <-raws); err != nil {
+	for i, w := range commits {
+		f := <-raws
+		if f.commit == nil {
+			return f.err
+		}
+		w.commit = f.commit
+		if err := v.check(w, f); err != nil {
 			return err
+		}
+		if (i+1)%minSegment == 0 || i+1 == len(commits) {
+			v.setTree(gitstore.NewTree(v.db, w.commit.Tree))
+			v.db.DropResident()
 		}
 		v.meter.add(counted(i, len(commits)))
 	}
 	return nil
 }
 
-// fetched is an entry's bytes read ahead of its check.
+// fetched is a commit and its entry's bytes read ahead of its check.
 type fetched struct {
-	raw []byte
-	err error
+	commit *gitstore.Commit
+	raw    []byte
+	err    error
 }
 
 func (v *verifier) fail(code, format string, args ...any) *errs.Error {
@@ -326,6 +452,9 @@ func (v *verifier) check(w walked, f fetched) error {
 	raw, err := f.raw, f.err
 	if err != nil {
 		return v.fail("CORRUPT", "commit %s: %v", w.id, err)
+	}
+	if len(raw) >= largeEntry {
+		defer collectGarbage()()
 	}
 	e, err := decodeEntry(raw)
 	if errs.Code(err) == "NONCANONICAL" {

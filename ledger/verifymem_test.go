@@ -1,0 +1,85 @@
+package ledger
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/lease"
+)
+
+// Verification retains nothing per entry: the heap that is live while a
+// ledger of 4N entries is verified is no larger than for N entries, give or
+// take 200 bytes an entry (the in-order path keeps a 20-byte id for each),
+// both for the parallel segments and for the in-order path with a
+// callback. The live heap is measured after a collection at every progress
+// call, that is, in the middle of the work, every progressEvery entries.
+func TestVerifyMemoryFlatInLength(t *testing.T) {
+	defer func(n int) { minSegment = n }(minSegment)
+	// Short segments and overlay restarts keep what is in flight at once (a
+	// few segments being walked, queued and checked) small beside the growth
+	// a per-entry retention would show (a kilobyte an entry when every
+	// walked commit was kept).
+	minSegment = 64
+	dir := testrepo.New(t)
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	grow := func(n int) {
+		var builds []BuildFunc
+		if tip, _ := l.Tip(); tip.IsZero() {
+			builds = append(builds, func(*Snapshot, time.Time) (*Draft, error) {
+				return &Draft{Kind: chain.KindGenesis, Body: chain.GenesisBody{Origin: "mem"}}, nil
+			})
+		}
+		for len(builds) < n {
+			builds = append(builds, func(*Snapshot, time.Time) (*Draft, error) {
+				return &Draft{Kind: "note", Body: lease.NoteBody{Text: "a note of a typical length, some sixty bytes"}}, nil
+			})
+		}
+		if _, err := l.AppendBatch("a", builds); err != nil {
+			t.Fatal(err)
+		}
+		l.WaitMaintenance() // a background compaction allocates too
+	}
+	// peak verifies the whole ledger and returns the largest live heap seen.
+	peak := func(inOrder bool) uint64 {
+		var most uint64
+		l.Progress = func(string, int, int) {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			most = max(most, m.HeapAlloc)
+		}
+		defer func() { l.Progress = nil }()
+		tip, err := l.Tip()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var each func(*Applied) error
+		if inOrder {
+			each = func(*Applied) error { return nil }
+		}
+		if _, err := l.VerifyRangeEach(gitstore.ObjectID{}, tip, each); err != nil {
+			t.Fatal(err)
+		}
+		return most
+	}
+	const n = 1500
+	grow(n)
+	small := [2]uint64{peak(false), peak(true)}
+	grow(3 * n)
+	for i, big := range [2]uint64{peak(false), peak(true)} {
+		path := [2]string{"parallel segments", "in order"}[i]
+		t.Logf("%s: live heap %d KB at %d entries, %d KB at %d", path, small[i]>>10, n, big>>10, 4*n)
+		if big > small[i]+200*3*n {
+			t.Errorf("%s: live heap grew by %d bytes an entry from %d to %d entries, want at most 200",
+				path, (int64(big)-int64(small[i]))/(3*n), n, 4*n)
+		}
+	}
+}
