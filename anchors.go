@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/anchor"
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
@@ -161,7 +162,7 @@ func VerifyProof(proof, checkpoint []byte, keys []string) (*ProofResult, error) 
 	res := &ProofResult{Proof: p}
 	if checkpoint == nil {
 		if len(keys) > 0 {
-			return nil, errs.New("USAGE", "checkpoint keys need a checkpoint")
+			return nil, errs.New(errs.Usage, "checkpoint keys need a checkpoint")
 		}
 		return res, nil
 	}
@@ -211,7 +212,7 @@ func (c *Client) Anchor(o AnchorOptions) (*AnchorResult, error) {
 		return nil, err
 	}
 	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
-		return &ledger.Draft{Kind: "anchor", Body: lease.AnchorBody{Refs: refs, Checkpoint: lease.CheckpointOf(s.Meta)}}, nil
+		return &ledger.Draft{Kind: chain.KindAnchor, Body: lease.AnchorBody{Refs: refs, Checkpoint: lease.CheckpointOf(s.Meta)}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -229,11 +230,11 @@ func (c *Client) resolveRefs(names []string) (map[string]string, error) {
 	if len(names) == 0 {
 		b, err := os.ReadFile(filepath.Join(repo.GitDir, "HEAD"))
 		if err != nil {
-			return nil, errs.Wrap("NOT-A-REPO", err, "read HEAD")
+			return nil, errs.Wrap(errs.NotARepo, err, "read HEAD")
 		}
 		ref, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "ref: ")
 		if !ok {
-			return nil, errs.New("USAGE", "HEAD is detached; name the refs to anchor")
+			return nil, errs.New(errs.Usage, "HEAD is detached; name the refs to anchor")
 		}
 		names = []string{ref}
 	}
@@ -250,13 +251,13 @@ func (c *Client) resolveRefs(names []string) (map[string]string, error) {
 				continue
 			}
 			if err != nil {
-				return nil, errs.Wrap("CORRUPT", err, "read %s", ref)
+				return nil, errs.Wrap(errs.Corrupt, err, "read %s", ref)
 			}
 			out[ref], found = id.String(), true
 			break
 		}
 		if !found {
-			return nil, errs.New("USAGE", "no ref %s", name)
+			return nil, errs.New(errs.Usage, "no ref %s", name)
 		}
 	}
 	return out, nil

@@ -47,13 +47,13 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 			if err != nil {
 				return nil, err
 			}
-			return &ledger.Draft{Kind: "lock", Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Preempts: pre}}, nil
+			return &ledger.Draft{Kind: chain.KindLock, Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Preempts: pre}}, nil
 		})
 		if err == nil {
 			return &LockResult{appendedOf(ap), ap.Result.Effect.(*lease.LockGrant)}, nil
 		}
 		held := errs.From(err)
-		if held.Code != "LEASE-HELD" || wait <= 0 {
+		if held.Code != errs.LeaseHeld || wait <= 0 {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
@@ -65,7 +65,7 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 		requested, _ := held.Details["requested"].(string)
 		if waiting, err = c.recordWait(requested, waiting); err != nil {
 			if errors.Is(err, errBroken) {
-				return nil, withDetails(errs.New("LEASE-HELD", "gave up waiting for %s: a break entry chose %s as a deadlock victim "+
+				return nil, withDetails(errs.New(errs.LeaseHeld, "gave up waiting for %s: a break entry chose %s as a deadlock victim "+
 					"(its waits cleared, its path locks released)", requested, c.Actor), held).With("victim", true)
 			}
 			return nil, err
@@ -80,7 +80,7 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 // lock): WAIT-TIMEOUT, retryable, carrying the last refusal's details (the
 // holder, epoch, ...) and its code as "refusal", with "waited".
 func waitTimeout(wait time.Duration, last *errs.Error) *errs.Error {
-	return withDetails(errs.New("WAIT-TIMEOUT", "waited %v: %s", wait, last.Message), last).
+	return withDetails(errs.New(errs.WaitTimeout, "waited %v: %s", wait, last.Message), last).
 		With("refusal", last.Code).With("waited", wait.String())
 }
 
@@ -94,11 +94,11 @@ func withDetails(e, from *errs.Error) *errs.Error {
 // errNoWait stops an append that turns out not to be needed. It is not an
 // integrity error, so in remote mode a stale tip is refetched and the
 // decision made again.
-var errNoWait = errs.New("USAGE", "nothing to append")
+var errNoWait = errs.New(errs.Usage, "nothing to append")
 
 // errBroken reports that the actor's wait vanished while it was waiting:
 // a break entry chose it as a deadlock victim.
-var errBroken = errs.New("LEASE-HELD", "wait broken")
+var errBroken = errs.New(errs.LeaseHeld, "wait broken")
 
 // recordWait records (or refreshes, past half its life or when its holders
 // changed) the actor's wait on pattern, and reports whether the actor has a
@@ -132,7 +132,7 @@ func (c *Client) recordWait(pattern string, had bool) (bool, error) {
 			}
 		}
 		have = true
-		return &ledger.Draft{Kind: "wait", Body: lease.WaitBody{Pattern: pattern, Holders: holders}}, nil
+		return &ledger.Draft{Kind: chain.KindWait, Body: lease.WaitBody{Pattern: pattern, Holders: holders}}, nil
 	})
 	if errors.Is(err, errNoWait) {
 		return have, nil
@@ -149,7 +149,7 @@ func (c *Client) clearWait() error {
 			}
 			return nil, err
 		}
-		return &ledger.Draft{Kind: "wait", Body: lease.WaitBody{Clear: true}}, nil
+		return &ledger.Draft{Kind: chain.KindWait, Body: lease.WaitBody{Clear: true}}, nil
 	})
 	if errors.Is(err, errNoWait) {
 		return nil
@@ -162,7 +162,7 @@ func (c *Client) clearWait() error {
 // preempted or broken has moved to another epoch: EPOCH-MISMATCH.
 func (c *Client) RenewLocks(patterns []string, epochs []int64, ttl int, reason string) (*LockResult, error) {
 	if len(epochs) == 0 {
-		return nil, errs.New("USAGE", "renewing locks needs their epochs")
+		return nil, errs.New(errs.Usage, "renewing locks needs their epochs")
 	}
 	pats, eps, err := normalizeLocks(patterns, epochs)
 	if err != nil {
@@ -173,7 +173,7 @@ func (c *Client) RenewLocks(patterns []string, epochs []int64, ttl int, reason s
 		if err != nil {
 			return nil, err
 		}
-		return &ledger.Draft{Kind: "lock", Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Epochs: eps}}, nil
+		return &ledger.Draft{Kind: chain.KindLock, Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Epochs: eps}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -213,7 +213,7 @@ func normalizeLocks(specs []string, epochs []int64) ([]string, []int64, error) {
 		return nil, nil, err
 	}
 	if epochs != nil && len(epochs) != 1 && len(epochs) != len(specs) {
-		return nil, nil, errs.New("USAGE", "give one epoch, or one per pathspec (%d)", len(specs))
+		return nil, nil, errs.New(errs.Usage, "give one epoch, or one per pathspec (%d)", len(specs))
 	}
 	type pair struct {
 		p string
@@ -235,7 +235,7 @@ func normalizeLocks(specs []string, epochs []int64) ([]string, []int64, error) {
 	var eps []int64
 	for i, x := range ps {
 		if i > 0 && ps[i-1].p == x.p {
-			return nil, nil, errs.New("USAGE", "pathspec %s given twice", x.p)
+			return nil, nil, errs.New(errs.Usage, "pathspec %s given twice", x.p)
 		}
 		pats[i] = x.p
 		if epochs != nil {
@@ -320,7 +320,7 @@ func (c *Client) Deadlocks(brk bool) (*DeadlockResult, error) {
 		if len(g.Cycles) == 0 {
 			return nil, errNoWait
 		}
-		return &ledger.Draft{Kind: "break", Body: lease.BreakBody{Cycles: g.Cycles, Victims: g.Victims}}, nil
+		return &ledger.Draft{Kind: chain.KindBreak, Body: lease.BreakBody{Cycles: g.Cycles, Victims: g.Victims}}, nil
 	})
 	if errors.Is(err, errNoWait) {
 		return res, nil

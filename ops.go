@@ -18,7 +18,7 @@ import (
 )
 
 // static builds the same entry whatever the tip.
-func static(kind string, body any) ledger.BuildFunc {
+func static(kind chain.Kind, body any) ledger.BuildFunc {
 	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
 		return &ledger.Draft{Kind: kind, Body: body}, nil
 	}
@@ -83,7 +83,7 @@ func (c *Client) Plan(body *lease.PlanBody) (*PlanResult, error) {
 	return &PlanResult{*ap, body.Wave, len(body.Cells)}, nil
 }
 
-func (c *Client) simple(kind string, body any) (*Appended, error) {
+func (c *Client) simple(kind chain.Kind, body any) (*Appended, error) {
 	ap, err := c.append(static(kind, body))
 	if err != nil {
 		return nil, err
@@ -113,16 +113,16 @@ type LeaseResult struct {
 // Claim claims a cell.
 func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	if o.Next == (o.Wave != "" || o.Cell != "") {
-		return nil, errs.New("USAGE", "give either a cell or next")
+		return nil, errs.New(errs.Usage, "give either a cell or next")
 	}
 	if o.Steal && o.ReclaimDead {
-		return nil, errs.New("USAGE", "steal and reclaim-dead exclude each other")
+		return nil, errs.New(errs.Usage, "steal and reclaim-dead exclude each other")
 	}
 	if remote := c.Remote(); o.ReclaimDead && remote != "" {
 		// A server cannot observe another machine's processes, and the taker's
 		// word is all a dead-holder claim carries: through a shared remote a
 		// live lease ends only by expiry or max-hold steal (FORMAT.md §9a).
-		return nil, errs.New("DEAD-HOLDER-REMOTE", "claim --reclaim-dead is refused through remote %s: nobody there can check "+
+		return nil, errs.New(errs.DeadHolderRemote, "claim --reclaim-dead is refused through remote %s: nobody there can check "+
 			"that the holder's process is gone; wait for the lease to expire, or claim --steal past its max-hold", remote).
 			With("remote", remote)
 	}
@@ -192,7 +192,7 @@ func claimBuild(o ClaimOptions, mode string, self lease.HolderID, base string, t
 			b.Dead = deadHolderEvidence(s, b.CellRef, self)
 		}
 		*target = b.CellRef
-		return &ledger.Draft{Kind: "claim", Body: b}, nil
+		return &ledger.Draft{Kind: chain.KindClaim, Body: b}, nil
 	}
 }
 
@@ -210,10 +210,10 @@ func noReadyCell(s *ledger.Snapshot, wave string) error {
 		if wave != "" {
 			scope = "wave " + wave
 		}
-		return errs.New("PLAN-COMPLETE", "every cell of %s is done or failed: nothing is left to claim (requeue a failed cell, or plan more)", scope).
+		return errs.New(errs.PlanComplete, "every cell of %s is done or failed: nothing is left to claim (requeue a failed cell, or plan more)", scope).
 			With("open", 0)
 	}
-	return errs.New("NO-READY-CELL", "no cell is claimable now; %d open cells wait for deps or leases", open).With("open", open)
+	return errs.New(errs.NoReadyCell, "no cell is claimable now; %d open cells wait for deps or leases", open).With("open", open)
 }
 
 // ClaimWait is Claim that keeps trying, for at most wait, while the answer is
@@ -240,7 +240,7 @@ func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error
 			return res, nil
 		}
 		refusal := errs.From(err)
-		if refusal.Code != "NO-READY-CELL" && refusal.Code != "LEASE-HELD" {
+		if refusal.Code != errs.NoReadyCell && refusal.Code != errs.LeaseHeld {
 			return nil, err
 		}
 		if !time.Now().Before(deadline) {
@@ -284,7 +284,7 @@ func (c *Client) Renew(wave, cell string, epoch int64, ttl int) (*LeaseResult, e
 				b.TTL = cl.Lease.TTLSeconds
 			}
 		}
-		return &ledger.Draft{Kind: "renew", Body: b}, nil
+		return &ledger.Draft{Kind: chain.KindRenew, Body: b}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -343,7 +343,7 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 		if cell, err := lease.ReadCell(s, req.Wave, req.Cell); err == nil {
 			paths = cell.Paths
 		}
-		return &ledger.Draft{Kind: "done", Body: body}, nil
+		return &ledger.Draft{Kind: chain.KindDone, Body: body}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -471,7 +471,7 @@ func (c *Client) Sync(remote string) (*SyncResult, error) {
 	}
 	tip, err := gitstore.ParseObjectID(rep.Tip)
 	if err != nil {
-		return nil, errs.Wrap("INTERNAL", err, "sync tip")
+		return nil, errs.Wrap(errs.Internal, err, "sync tip")
 	}
 	who := c.Actor // sync needs no actor; the notes commit needs a name
 	if who == "" {

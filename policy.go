@@ -42,10 +42,10 @@ func (c *Client) RotateKey(actor, oldKey, newKey string) ([]Appended, error) {
 	bodies := []lease.KeysBody{{Op: "add", Actor: actor}, {Op: "revoke", Actor: actor}}
 	var err error
 	if bodies[0].Key, _, err = identity.NormalizeKey(newKey); err != nil {
-		return nil, errs.New("USAGE", "new key: %v", err)
+		return nil, errs.New(errs.Usage, "new key: %v", err)
 	}
 	if bodies[1].Key, _, err = identity.NormalizeKey(oldKey); err != nil {
-		return nil, errs.New("USAGE", "old key: %v", err)
+		return nil, errs.New(errs.Usage, "old key: %v", err)
 	}
 	aps, err := c.appendBatch([]ledger.BuildFunc{static("keys", bodies[0]), static("keys", bodies[1])})
 	if err != nil {
@@ -57,7 +57,7 @@ func (c *Client) RotateKey(actor, oldKey, newKey string) ([]Appended, error) {
 func (c *Client) keyOp(op, actor, key string) (*Appended, error) {
 	k, _, err := identity.NormalizeKey(key)
 	if err != nil {
-		return nil, errs.New("USAGE", "%v", err)
+		return nil, errs.New(errs.Usage, "%v", err)
 	}
 	return c.simple("keys", lease.KeysBody{Op: op, Actor: actor, Key: k})
 }

@@ -71,7 +71,7 @@ func (c *Client) ReceiptRepair() (*RepairResult, error) {
 	if len(missing) > 0 {
 		added, err := receipt.AddNotes(c.L.Repo, c.L.NotesLock(), missing, who, "Notes added by 'tally receipt repair'\n")
 		if err != nil {
-			return nil, errs.Wrap("INTERNAL", err, "write %s", receipt.NotesRef)
+			return nil, errs.Wrap(errs.Internal, err, "write %s", receipt.NotesRef)
 		}
 		res.Written = append(res.Written, added...)
 	}

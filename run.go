@@ -55,7 +55,7 @@ func (c *Client) Run(wave, cell string, epoch int64, cmd *exec.Cmd, lend func(fu
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
-			return nil, errs.New("USAGE", "run %s: %v", cmd.Args[0], err)
+			return nil, errs.New(errs.Usage, "run %s: %v", cmd.Args[0], err)
 		}
 		code = ee.ExitCode()
 	}
@@ -65,7 +65,7 @@ func (c *Client) Run(wave, cell string, epoch int64, cmd *exec.Cmd, lend func(fu
 		return nil, err
 	}
 	if code != 0 {
-		return nil, errs.New("COMMAND-FAILED", "%s exited %d; its evidence is recorded for %s/%s epoch %d", cmd.Args[0], code, wave, cell, ls.Epoch).
+		return nil, errs.New(errs.CommandFailed, "%s exited %d; its evidence is recorded for %s/%s epoch %d", cmd.Args[0], code, wave, cell, ls.Epoch).
 			With("exit_code", code).With("evidence", ev)
 	}
 	return &RunResult{Evidence: ev}, nil

@@ -55,7 +55,7 @@ func (h IntentHolder) id() lease.HolderID {
 // sequencer.
 func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) (*LeaseResult, error) {
 	if c.Actor == "" {
-		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
+		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
 	nonce := make([]byte, 16)
 	rand.Read(nonce)
@@ -78,14 +78,14 @@ func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) 
 	b, ok := claimOf(&ap.Applied)
 	granted, isGrant := ap.Result.Effect.(*lease.Granted)
 	if !ok || !isGrant || ap.Entry.Actor != c.Actor {
-		return nil, errs.New("REMOTE-REJECTED", "remote %s answered the request with entry %d, which is not a claim granted to %s", c.Remote(), ap.Entry.Seq, c.Actor)
+		return nil, errs.New(errs.RemoteRejected, "remote %s answered the request with entry %d, which is not a claim granted to %s", c.Remote(), ap.Entry.Seq, c.Actor)
 	}
 	return &LeaseResult{appendedOf(ap), b.CellRef, granted}, nil
 }
 
 // claimOf is the claim body of an applied entry (ok false for other kinds).
 func claimOf(a *ledger.Applied) (*lease.ClaimBody, bool) {
-	if a.Entry.Kind != "claim" {
+	if a.Entry.Kind != chain.KindClaim {
 		return nil, false
 	}
 	var b lease.ClaimBody
@@ -94,7 +94,7 @@ func claimOf(a *ledger.Applied) (*lease.ClaimBody, bool) {
 
 // Guard judges, before an entry of actor and kind is built on s, whether
 // the request may append it (the server's pusher binding).
-type Guard func(s *ledger.Snapshot, actor, kind string) error
+type Guard func(s *ledger.Snapshot, actor string, kind chain.Kind) error
 
 // ServeRequest is the server's side of a request of op: it reads the
 // intent (canonical JSON of an Intent, else USAGE), and appends its entry to
@@ -104,16 +104,16 @@ type Guard func(s *ledger.Snapshot, actor, kind string) error
 func (c *Client) ServeRequest(op string, raw []byte, guard Guard) (*ledger.Appended, error) {
 	canon, err := chain.Canonicalize(raw)
 	if err != nil || !bytes.Equal(canon, raw) {
-		return nil, errs.New("USAGE", "the request is not canonical JSON")
+		return nil, errs.New(errs.Usage, "the request is not canonical JSON")
 	}
 	var in Intent
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return nil, errs.New("USAGE", "the request is not an intent: %v", err)
+		return nil, errs.New(errs.Usage, "the request is not an intent: %v", err)
 	}
 	if in.V != 1 || in.Op != op || op != OpClaimNext {
-		return nil, errs.New("USAGE", "unsupported request: version %d, op %q pushed as %q (this server serves %s)", in.V, in.Op, op, OpClaimNext)
+		return nil, errs.New(errs.Usage, "unsupported request: version %d, op %q pushed as %q (this server serves %s)", in.V, in.Op, op, OpClaimNext)
 	}
 	o := ClaimOptions{Next: true, NextWave: in.Wave, TTL: in.TTL}
 	if o.TTL == 0 {

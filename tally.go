@@ -92,7 +92,7 @@ func Open(dir string, opt Options) (*Client, error) {
 	if key != "" {
 		if signer, err = loadSigner(key); err != nil {
 			repo.Close()
-			return nil, errs.New("USAGE", "signing key: %v", err)
+			return nil, errs.New(errs.Usage, "signing key: %v", err)
 		}
 	}
 	host, err := os.Hostname()
@@ -177,7 +177,7 @@ func (c *Client) append(build ledger.BuildFunc) (*ledger.Appended, error) {
 
 func (c *Client) appendBatch(builds []ledger.BuildFunc) ([]*ledger.Appended, error) {
 	if c.Actor == "" {
-		return nil, errs.New("USAGE", "no actor: pass Options.Actor or set git config user.email")
+		return nil, errs.New(errs.Usage, "no actor: pass Options.Actor or set git config user.email")
 	}
 	return c.src.Append(c.Actor, builds)
 }

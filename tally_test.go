@@ -48,7 +48,7 @@ func code(err error) string {
 	if err == nil {
 		return ""
 	}
-	return errs.From(err).Code
+	return string(errs.From(err).Code)
 }
 
 // The facade judges time only by the clock it is given: entries carry the

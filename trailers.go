@@ -15,7 +15,7 @@ import (
 // trailer (git interpret-trailers), so its conventions hold.
 func (c *Client) StampCommitMessage(file string) (*anchor.Checkpoint, error) {
 	s, err := c.L.Head()
-	if errs.Is(err, "NOT-INITIALIZED") {
+	if errs.Is(err, errs.NotInitialized) {
 		return nil, nil
 	}
 	if err != nil {
@@ -24,7 +24,7 @@ func (c *Client) StampCommitMessage(file string) (*anchor.Checkpoint, error) {
 	cp := anchor.FromMeta(s.Meta)
 	if _, err := gitstore.RunGit(c.repoDir(), "interpret-trailers", "--in-place", "--if-exists", "replace",
 		"--trailer", anchor.TrailerKey+": "+cp.Trailer(), file); err != nil {
-		return nil, errs.New("INTERNAL", "%v", err)
+		return nil, errs.New(errs.Internal, "%v", err)
 	}
 	return &cp, nil
 }
@@ -46,7 +46,7 @@ func (c *Client) CheckTrailers(ledgerCommit gitstore.ObjectID, rev string) ([]Tr
 	}
 	out, err := gitstore.RunGit(c.repoDir(), "log", "--format=%H%x1f%(trailers:key="+anchor.TrailerKey+",valueonly,separator=%x1d)%x1e", rev, "--")
 	if err != nil {
-		return nil, errs.New("USAGE", "git log %s: %v", rev, err)
+		return nil, errs.New(errs.Usage, "git log %s: %v", rev, err)
 	}
 	checks := []TrailerCheck{}
 	for _, rec := range strings.Split(string(out), "\x1e") {

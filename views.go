@@ -120,7 +120,7 @@ type HistoryItem struct {
 	Seq   uint64          `json:"seq"`
 	TS    string          `json:"ts"`
 	Actor string          `json:"actor"`
-	Kind  string          `json:"kind"`
+	Kind  chain.Kind      `json:"kind"`
 	Body  json.RawMessage `json:"body"`
 }
 

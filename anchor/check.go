@@ -31,18 +31,18 @@ func Check(kv chain.KV, m *chain.Meta, c Checkpoint) (*Consistency, error) {
 		return e.With("checkpoint_size", c.Size).With("ledger_size", m.Size)
 	}
 	if c.Origin != m.Origin {
-		return nil, with(errs.New("CHECKPOINT-INVALID", "checkpoint is of log %q, the ledger is %q", c.Origin, m.Origin))
+		return nil, with(errs.New(errs.CheckpointInvalid, "checkpoint is of log %q, the ledger is %q", c.Origin, m.Origin))
 	}
 	if c.Size > m.Size {
-		return nil, with(errs.New("ROLLBACK-DETECTED", "ledger has %d entries, a checkpoint saw %d", m.Size, c.Size))
+		return nil, with(errs.New(errs.RollbackDetected, "ledger has %d entries, a checkpoint saw %d", m.Size, c.Size))
 	}
 	r := chain.TileNodeReader(kv, m.Size)
 	root, err := chain.RootFromReader(r, c.Size)
 	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "Merkle tiles")
+		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
 	if root != c.Root {
-		return nil, with(errs.New("FORK-DETECTED", "the ledger's first %d entries have root %s, the checkpoint records %s: the ledger and the checkpoint's log have diverged",
+		return nil, with(errs.New(errs.ForkDetected, "the ledger's first %d entries have root %s, the checkpoint records %s: the ledger and the checkpoint's log have diverged",
 			c.Size, root, c.Root))
 	}
 	proof, err := chain.ConsistencyProof(r, c.Size, m.Size)
@@ -50,7 +50,7 @@ func Check(kv chain.KV, m *chain.Meta, c Checkpoint) (*Consistency, error) {
 		err = chain.VerifyConsistency(c.Size, m.Size, c.Root, m.Root, proof)
 	}
 	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "Merkle tiles disagree with the chain meta")
+		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles disagree with the chain meta")
 	}
 	return &Consistency{Checkpoint: c, LedgerSize: m.Size, LedgerRoot: m.Root, Proof: proof}, nil
 }

@@ -42,10 +42,10 @@ func FromMeta(m *chain.Meta) Checkpoint { return Checkpoint{m.Origin, m.Size, m.
 func FromTiles(kv chain.KV, m *chain.Meta) (Checkpoint, error) {
 	root, err := chain.RootFromReader(chain.TileNodeReader(kv, m.Size), m.Size)
 	if err != nil {
-		return Checkpoint{}, errs.Wrap("CORRUPT", err, "Merkle tiles")
+		return Checkpoint{}, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
 	if root != m.Root {
-		return Checkpoint{}, errs.New("CORRUPT", "Merkle tiles give root %s, chain meta records %s", root, m.Root)
+		return Checkpoint{}, errs.New(errs.Corrupt, "Merkle tiles give root %s, chain meta records %s", root, m.Root)
 	}
 	return FromMeta(m), nil
 }
@@ -57,7 +57,7 @@ func (c Checkpoint) Body() []byte {
 }
 
 func invalid(format string, args ...any) *errs.Error {
-	return errs.New("CHECKPOINT-INVALID", format, args...)
+	return errs.New(errs.CheckpointInvalid, format, args...)
 }
 
 // ParseBody parses a checkpoint body. Extension lines after the root are
@@ -187,7 +187,7 @@ func ParseVerifier(key, name string) (note.Verifier, string, error) {
 		}
 	}
 	if err != nil {
-		return nil, "", errs.New("USAGE", "checkpoint key %q: %v", key, err)
+		return nil, "", errs.New(errs.Usage, "checkpoint key %q: %v", key, err)
 	}
 	return v, vkey, nil
 }
@@ -228,34 +228,34 @@ func LoadSigner(key, name, origin string) (*Signer, error) {
 	if !strings.HasPrefix(skey, "PRIVATE+KEY+") {
 		var err error
 		if file, err = os.ReadFile(key); err != nil {
-			return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
+			return nil, errs.New(errs.Usage, "checkpoint signing key: %v", err)
 		}
 		skey = strings.TrimSpace(string(file))
 	}
 	if !strings.HasPrefix(skey, "PRIVATE+KEY+") {
 		priv, err := identity.ParseEd25519(file, key)
 		if err != nil {
-			return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
+			return nil, errs.New(errs.Usage, "checkpoint signing key: %v", err)
 		}
 		if name == "" {
 			name = origin
 		}
 		if skey, err = noteSignerKey(name, priv); err != nil {
-			return nil, errs.New("USAGE", "checkpoint signing key named %q (choose another name): %v", name, err)
+			return nil, errs.New(errs.Usage, "checkpoint signing key named %q (choose another name): %v", name, err)
 		}
 	}
 	s, err := note.NewSigner(skey)
 	if err != nil {
-		return nil, errs.New("USAGE", "checkpoint signing key: %v", err)
+		return nil, errs.New(errs.Usage, "checkpoint signing key: %v", err)
 	}
 	if name != "" && s.Name() != name {
-		return nil, errs.New("USAGE", "checkpoint signing key is named %q, not %q", s.Name(), name)
+		return nil, errs.New(errs.Usage, "checkpoint signing key is named %q, not %q", s.Name(), name)
 	}
 	// The fifth field of a note signer key (base64, which may hold '+') is
 	// the algorithm byte and the seed.
 	seed, err := base64.StdEncoding.DecodeString(strings.SplitN(skey, "+", 5)[4])
 	if err != nil || len(seed) != 1+ed25519.SeedSize {
-		return nil, errs.New("USAGE", "checkpoint signing key is not an ed25519 note key")
+		return nil, errs.New(errs.Usage, "checkpoint signing key is not an ed25519 note key")
 	}
 	vkey, err := note.NewEd25519VerifierKey(s.Name(), ed25519.NewKeyFromSeed(seed[1:]).Public().(ed25519.PublicKey))
 	if err != nil {
@@ -288,7 +288,7 @@ func Sign(c Checkpoint, signers ...*Signer) ([]byte, error) {
 	}
 	text, err := note.Sign(&note.Note{Text: string(c.Body())}, ns...)
 	if err != nil {
-		return nil, errs.New("USAGE", "signing checkpoint of %q: %v", c.Origin, err)
+		return nil, errs.New(errs.Usage, "signing checkpoint of %q: %v", c.Origin, err)
 	}
 	return text, nil
 }

@@ -40,7 +40,7 @@ func TestCheckpointBody(t *testing.T) {
 		"\n1234\n" + base64.StdEncoding.EncodeToString(root[:]) + "\n",
 		want + "\nextension after a blank line\n",
 	} {
-		if _, err := anchor.ParseBody([]byte(text)); errs.Code(err) != "CHECKPOINT-INVALID" {
+		if _, err := anchor.ParseBody([]byte(text)); errs.CodeOf(err) != "CHECKPOINT-INVALID" {
 			t.Errorf("ParseBody(%q): %v, want CHECKPOINT-INVALID", text, err)
 		}
 	}
@@ -138,14 +138,14 @@ func TestSignedCheckpoint(t *testing.T) {
 		if _, err := note.Open(bad, note.VerifierList(v)); err == nil {
 			t.Errorf("note.Open accepted a checkpoint with a tampered %s", name)
 		}
-		if _, err := anchor.Open(bad, []string{vkey}); errs.Code(err) != "CHECKPOINT-INVALID" {
+		if _, err := anchor.Open(bad, []string{vkey}); errs.CodeOf(err) != "CHECKPOINT-INVALID" {
 			t.Errorf("Open with a tampered %s: %v", name, err)
 		}
 	}
-	if _, err := anchor.Open(text, []string{otherV}); errs.Code(err) != "CHECKPOINT-INVALID" {
+	if _, err := anchor.Open(text, []string{otherV}); errs.CodeOf(err) != "CHECKPOINT-INVALID" {
 		t.Errorf("Open with a key that did not sign: %v", err)
 	}
-	if _, err := anchor.Open(c.Body(), []string{vkey}); errs.Code(err) != "CHECKPOINT-INVALID" {
+	if _, err := anchor.Open(c.Body(), []string{vkey}); errs.CodeOf(err) != "CHECKPOINT-INVALID" {
 		t.Errorf("Open of an unsigned checkpoint with a required key: %v", err)
 	}
 	if o, err := anchor.Open(c.Body(), nil); err != nil || o.Checkpoint != c {
@@ -155,10 +155,10 @@ func TestSignedCheckpoint(t *testing.T) {
 	if s, err := anchor.LoadSigner(sshPath, "other.name", c.Origin); err != nil || !strings.HasPrefix(s.Key, "other.name+") {
 		t.Errorf("LoadSigner with a name: %+v, %v", s, err)
 	}
-	if _, err := anchor.LoadSigner(skey, "other.name", c.Origin); errs.Code(err) != "USAGE" {
+	if _, err := anchor.LoadSigner(skey, "other.name", c.Origin); errs.CodeOf(err) != "USAGE" {
 		t.Errorf("note key under another name: %v", err)
 	}
-	if _, err := anchor.LoadSigner(sshPath, "", "origin with spaces"); errs.Code(err) != "USAGE" {
+	if _, err := anchor.LoadSigner(sshPath, "", "origin with spaces"); errs.CodeOf(err) != "USAGE" {
 		t.Errorf("OpenSSH key named by an origin that is no valid key name: %v", err)
 	}
 }

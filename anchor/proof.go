@@ -50,12 +50,12 @@ func ProveInclusion(kv chain.KV, m *chain.Meta, seq, size uint64) (*Proof, error
 		size = m.Size
 	}
 	if size > m.Size || seq >= size {
-		return nil, errs.New("USAGE", "cannot prove entry %d in the first %d entries of a ledger of %d", seq, size, m.Size)
+		return nil, errs.New(errs.Usage, "cannot prove entry %d in the first %d entries of a ledger of %d", seq, size, m.Size)
 	}
 	r := chain.TileNodeReader(kv, m.Size)
 	entry, _, err := chain.EntryRecord(kv, m.Size, seq)
 	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "Merkle tiles")
+		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
 	p := &Proof{Type: TypeInclusion, Origin: m.Origin, Size: size, Index: &seq, Entry: &entry}
 	if p.Root, err = chain.RootFromReader(r, size); err == nil {
@@ -71,7 +71,7 @@ func ProveConsistency(kv chain.KV, m *chain.Meta, oldSize, newSize uint64) (*Pro
 		newSize = m.Size
 	}
 	if newSize > m.Size || oldSize > newSize {
-		return nil, errs.New("USAGE", "cannot prove consistency from %d to %d entries in a ledger of %d", oldSize, newSize, m.Size)
+		return nil, errs.New(errs.Usage, "cannot prove consistency from %d to %d entries in a ledger of %d", oldSize, newSize, m.Size)
 	}
 	r := chain.TileNodeReader(kv, m.Size)
 	p := &Proof{Type: TypeConsistency, Origin: m.Origin, Size: newSize, OldSize: &oldSize, OldRoot: new(chain.Hash)}
@@ -94,7 +94,7 @@ func (p *Proof) selfCheck(m *chain.Meta, err error) (*Proof, error) {
 		err = fmt.Errorf("root %s, chain meta records %s", p.Root, m.Root)
 	}
 	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "Merkle tiles")
+		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
 	return p, nil
 }
@@ -112,7 +112,7 @@ func (p *Proof) Verify() error {
 		err = fmt.Errorf("incomplete %s proof", p.Type)
 	}
 	if err != nil {
-		return errs.Wrap("PROOF-INVALID", err, "%s proof", p.Type)
+		return errs.Wrap(errs.ProofInvalid, err, "%s proof", p.Type)
 	}
 	return nil
 }
@@ -123,11 +123,11 @@ func (p *Proof) Verify() error {
 func (p *Proof) Matches(c Checkpoint) error {
 	switch {
 	case c.Origin != p.Origin:
-		return errs.New("PROOF-INVALID", "proof is about log %q, the checkpoint about %q", p.Origin, c.Origin)
+		return errs.New(errs.ProofInvalid, "proof is about log %q, the checkpoint about %q", p.Origin, c.Origin)
 	case c.Size == p.Size && c.Root == p.Root:
 	case p.Type == TypeConsistency && p.OldSize != nil && c.Size == *p.OldSize && c.Root == *p.OldRoot:
 	default:
-		return errs.New("PROOF-INVALID", "proof is not about the checkpoint's log of %d entries and root %s", c.Size, c.Root)
+		return errs.New(errs.ProofInvalid, "proof is not about the checkpoint's log of %d entries and root %s", c.Size, c.Root)
 	}
 	return nil
 }
@@ -169,11 +169,11 @@ const maxPath = 66
 func ParseProof(text []byte) (*Proof, error) {
 	s := string(text)
 	if !strings.HasSuffix(s, "\n") {
-		return nil, errs.New("PROOF-INVALID", "malformed proof: no final newline")
+		return nil, errs.New(errs.ProofInvalid, "malformed proof: no final newline")
 	}
 	r := &proofReader{lines: strings.Split(strings.TrimSuffix(s, "\n"), "\n")}
 	if r.next() != proofHeader {
-		return nil, errs.New("PROOF-INVALID", "malformed proof: first line is not %q", proofHeader)
+		return nil, errs.New(errs.ProofInvalid, "malformed proof: first line is not %q", proofHeader)
 	}
 	p := &Proof{Type: r.field("type"), Origin: r.field("origin")}
 	switch p.Type {
@@ -188,17 +188,17 @@ func ParseProof(text []byte) (*Proof, error) {
 		oldSize, oldRoot := r.num("old-size"), r.hash(r.field("old-root"))
 		p.Size, p.Root, p.OldSize, p.OldRoot = r.num("new-size"), r.hash(r.field("new-root")), &oldSize, &oldRoot
 	default:
-		return nil, errs.New("PROOF-INVALID", "malformed proof: type %q is neither %s nor %s", p.Type, TypeInclusion, TypeConsistency)
+		return nil, errs.New(errs.ProofInvalid, "malformed proof: type %q is neither %s nor %s", p.Type, TypeInclusion, TypeConsistency)
 	}
 	if len(r.lines) > maxPath {
-		return nil, errs.New("PROOF-INVALID", "malformed proof: path of %d hashes", len(r.lines))
+		return nil, errs.New(errs.ProofInvalid, "malformed proof: path of %d hashes", len(r.lines))
 	}
 	p.Path = make([]chain.Hash, 0, len(r.lines))
 	for len(r.lines) > 0 {
 		p.Path = append(p.Path, r.hash(r.next()))
 	}
 	if r.err != nil {
-		return nil, errs.New("PROOF-INVALID", "malformed proof: %v", r.err)
+		return nil, errs.New(errs.ProofInvalid, "malformed proof: %v", r.err)
 	}
 	return p, nil
 }

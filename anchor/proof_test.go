@@ -163,7 +163,7 @@ func TestProofTampering(t *testing.T) {
 				}
 				err = q.Matches(cp)
 			}
-			if errs.Code(err) != "PROOF-INVALID" {
+			if errs.CodeOf(err) != "PROOF-INVALID" {
 				t.Errorf("tampered proof accepted or wrong code (%v):\n%s", err, v)
 			}
 		}
@@ -194,7 +194,7 @@ func TestProofMatchesCheckpoint(t *testing.T) {
 	for _, tc := range []struct {
 		p    *anchor.Proof
 		cp   anchor.Checkpoint
-		code string
+		code errs.Code
 	}{
 		{inc, cp20, ""},
 		{inc, cp10, "PROOF-INVALID"},
@@ -203,14 +203,14 @@ func TestProofMatchesCheckpoint(t *testing.T) {
 		{inc, anchor.Checkpoint{Origin: "other", Size: 20, Root: cp20.Root}, "PROOF-INVALID"},
 		{cons, anchor.Checkpoint{Origin: "test/log", Size: 20, Root: cp10.Root}, "PROOF-INVALID"},
 	} {
-		if got := errs.Code(tc.p.Matches(tc.cp)); got != tc.code {
+		if got := errs.CodeOf(tc.p.Matches(tc.cp)); got != tc.code {
 			t.Errorf("%s proof vs checkpoint %d: %q, want %q", tc.p.Type, tc.cp.Size, got, tc.code)
 		}
 	}
-	if _, err := anchor.ProveInclusion(l.kv, l.meta, 20, 0); errs.Code(err) != "USAGE" {
+	if _, err := anchor.ProveInclusion(l.kv, l.meta, 20, 0); errs.CodeOf(err) != "USAGE" {
 		t.Errorf("proof of entry 20 of 20: %v", err)
 	}
-	if _, err := anchor.ProveConsistency(l.kv, l.meta, 5, 21); errs.Code(err) != "USAGE" {
+	if _, err := anchor.ProveConsistency(l.kv, l.meta, 5, 21); errs.CodeOf(err) != "USAGE" {
 		t.Errorf("consistency to 21 of 20: %v", err)
 	}
 }
@@ -226,7 +226,7 @@ func TestCheck(t *testing.T) {
 		name   string
 		ledger *memLog
 		cp     anchor.Checkpoint
-		code   string
+		code   errs.Code
 	}{
 		{"same", base, cp(base), ""},
 		{"ledger grew", longer, cp(base), ""},
@@ -240,7 +240,7 @@ func TestCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := anchor.Check(tc.ledger.kv, tc.ledger.meta, tc.cp)
-			if got := errs.Code(err); got != tc.code {
+			if got := errs.CodeOf(err); got != tc.code {
 				t.Fatalf("Check: %q (%v), want %q", got, err, tc.code)
 			}
 			if err != nil {
@@ -262,10 +262,10 @@ func TestCheck(t *testing.T) {
 	// Tiles that disagree with the meta are not a fork of the checkpoint but corruption.
 	bad := base.fork()
 	bad.meta.Root = chain.Hash{1}
-	if _, err := anchor.Check(bad.kv, bad.meta, cp(newMemLog("test/log").grow(t, 'a', 10))); errs.Code(err) != "CORRUPT" {
+	if _, err := anchor.Check(bad.kv, bad.meta, cp(newMemLog("test/log").grow(t, 'a', 10))); errs.CodeOf(err) != "CORRUPT" {
 		t.Errorf("Check with a meta root the tiles contradict: %v", err)
 	}
-	if _, err := anchor.FromTiles(bad.kv, bad.meta); errs.Code(err) != "CORRUPT" {
+	if _, err := anchor.FromTiles(bad.kv, bad.meta); errs.CodeOf(err) != "CORRUPT" {
 		t.Errorf("FromTiles with a meta root the tiles contradict: %v", err)
 	}
 }

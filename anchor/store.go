@@ -31,7 +31,7 @@ func Load(l *ledger.Ledger, size uint64) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "read %s", ref)
+		return nil, errs.Wrap(errs.Corrupt, err, "read %s", ref)
 	}
 	db, err := l.Repo.Objects()
 	if err != nil {
@@ -39,7 +39,7 @@ func Load(l *ledger.Ledger, size uint64) ([]byte, error) {
 	}
 	typ, data, err := db.Read(id)
 	if err != nil || typ != gitstore.BlobObject {
-		return nil, errs.Wrap("CORRUPT", err, "%s does not point at a checkpoint blob", ref)
+		return nil, errs.Wrap(errs.Corrupt, err, "%s does not point at a checkpoint blob", ref)
 	}
 	return data, nil
 }
@@ -52,19 +52,19 @@ func Load(l *ledger.Ledger, size uint64) ([]byte, error) {
 func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 	ref := RefFor(l, c.Size)
 	if body, _ := splitNote(text); string(body) != string(c.Body()) {
-		return "", errs.New("USAGE", "note to store is not the checkpoint of size %d", c.Size)
+		return "", errs.New(errs.Usage, "note to store is not the checkpoint of size %d", c.Size)
 	}
 	wl, err := gitstore.AcquireWriterLock(l.Files.CheckpointsLock(), storeLockTimeout)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrRefLocked) {
-			return "", errs.New("CONFLICT", "another tally process held the checkpoints lock for %v", storeLockTimeout)
+			return "", errs.New(errs.Conflict, "another tally process held the checkpoints lock for %v", storeLockTimeout)
 		}
 		return "", err
 	}
 	defer wl.Release()
 	old, err := l.Repo.ReadRef(ref)
 	if err != nil && !errors.Is(err, gitstore.ErrNoRef) {
-		return "", errs.Wrap("CORRUPT", err, "read %s", ref)
+		return "", errs.Wrap(errs.Corrupt, err, "read %s", ref)
 	}
 	if !old.IsZero() {
 		prev, err := Load(l, c.Size)
@@ -73,7 +73,7 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 		}
 		if text, err = mergeNotes(prev, text); err != nil {
 			body, _ := splitNote(prev)
-			return "", errs.New("FORK-DETECTED", "%s holds another checkpoint than the ledger's at %d entries (%q, root %s):\n%s",
+			return "", errs.New(errs.ForkDetected, "%s holds another checkpoint than the ledger's at %d entries (%q, root %s):\n%s",
 				ref, c.Size, c.Origin, c.Root, body).With("checkpoint_size", c.Size)
 		}
 	}
@@ -85,11 +85,11 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 	_, err = l.Repo.UpdateRefWithPack(wl, ref, old, id, pw)
 	switch {
 	case errors.Is(err, gitstore.ErrRefChanged):
-		return "", errs.Wrap("CONFLICT", err, "update %s", ref)
+		return "", errs.Wrap(errs.Conflict, err, "update %s", ref)
 	case errors.Is(err, gitstore.ErrRefLocked):
-		return "", errs.Wrap("REF-LOCKED", err, "update %s", ref)
+		return "", errs.Wrap(errs.RefLocked, err, "update %s", ref)
 	case err != nil:
-		return "", errs.Wrap("INTERNAL", err, "update %s", ref)
+		return "", errs.Wrap(errs.Internal, err, "update %s", ref)
 	}
 	return ref, nil
 }
@@ -130,11 +130,11 @@ func CheckStored(kv chain.KV, m *chain.Meta, size uint64, prev, text []byte) err
 	}
 	prevBody, prevSigs := splitNote(prev)
 	if !bytes.Equal(prevBody, body) {
-		return errs.New("POLICY", "stored checkpoints are append-only: the checkpoint of size %d may only gain signatures, not change its body", size)
+		return errs.New(errs.Policy, "stored checkpoints are append-only: the checkpoint of size %d may only gain signatures, not change its body", size)
 	}
 	for _, s := range prevSigs {
 		if !slices.Contains(sigs, s) {
-			return errs.New("POLICY", "stored checkpoints are append-only: the push drops the signature %q from the checkpoint of size %d", s, size)
+			return errs.New(errs.Policy, "stored checkpoints are append-only: the push drops the signature %q from the checkpoint of size %d", s, size)
 		}
 	}
 	return nil

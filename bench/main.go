@@ -194,7 +194,7 @@ func (b *bench) grow(dir string, n int) {
 		builds := make([]ledger.BuildFunc, min(left, 2000))
 		for i := range builds {
 			builds[i] = func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
-				return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: "bench"}}, nil
+				return &ledger.Draft{Kind: chain.KindNote, Body: lease.NoteBody{Text: "bench"}}, nil
 			}
 		}
 		if _, err := l.AppendBatch("bench", builds); err != nil {
@@ -246,7 +246,7 @@ func (b *bench) inProcessAppend(dir, size string) {
 	for i := range ds {
 		t0 := time.Now()
 		_, err := l.Append("bench", func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
-			return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: "in-process"}}, nil
+			return &ledger.Draft{Kind: chain.KindNote, Body: lease.NoteBody{Text: "in-process"}}, nil
 		})
 		if err != nil {
 			die(err)
@@ -341,7 +341,7 @@ func (b *bench) disk() {
 	var packCounts []string
 	for i := 1; i <= n; i++ {
 		if _, err := l.Append("bench", func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
-			return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: fmt.Sprintf("entry %d", i)}}, nil
+			return &ledger.Draft{Kind: chain.KindNote, Body: lease.NoteBody{Text: fmt.Sprintf("entry %d", i)}}, nil
 		}); err != nil {
 			die(err)
 		}

@@ -19,9 +19,6 @@ import (
 // FormatVersion is the entry format version written in every entry's "v".
 const FormatVersion = 1
 
-// KindGenesis is the kind of entry 0.
-const KindGenesis = "genesis"
-
 // entryDomain separates entry hashes from every other BLAKE3 use in tally.
 const entryDomain = "tally/entry/v1\x00"
 
@@ -34,7 +31,7 @@ const TimeLayout = "2006-01-02T15:04:05.000Z"
 type Entry struct {
 	V     int             `json:"v"`
 	Seq   uint64          `json:"seq"`
-	Kind  string          `json:"kind"`
+	Kind  Kind            `json:"kind"`
 	Prev  Hash            `json:"prev"`
 	TS    string          `json:"ts"`
 	Actor string          `json:"actor"`
@@ -178,7 +175,7 @@ func Decode(b []byte) (*Entry, error) {
 	if e.V != FormatVersion {
 		return nil, fmt.Errorf("entry: unsupported format version %d", e.V)
 	}
-	if !validKind(e.Kind) {
+	if !validKind(string(e.Kind)) {
 		return nil, fmt.Errorf("entry: bad kind %q", e.Kind)
 	}
 	if _, err := ParseTime(e.TS); err != nil {

@@ -114,7 +114,7 @@ func decodeEnvelope(b []byte) (*Entry, error) {
 	s.lit(`,"body":`)
 	e.Body = s.object()
 	s.lit(`,"kind":`)
-	e.Kind = s.str()
+	e.Kind = Kind(s.str())
 	s.lit(`,"nonce":`)
 	e.Nonce = s.str()
 	s.lit(`,"prev":`)

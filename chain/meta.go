@@ -3,6 +3,8 @@ package chain
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/tally-dev/tally/errs"
 )
 
 // MetaKey is the state key of the chain metadata blob.
@@ -28,25 +30,25 @@ type Meta struct {
 // LinkError describes why an entry cannot follow a chain. Code is one of
 // SEQ-GAP, LINK-BROKEN, TIME-REVERSED or RULE-VIOLATION (genesis misuse).
 type LinkError struct {
-	Code string
+	Code errs.Code
 	Msg  string
 }
 
-func (e *LinkError) Error() string { return e.Code + ": " + e.Msg }
+func (e *LinkError) Error() string { return string(e.Code) + ": " + e.Msg }
 
 // Check reports whether e may be appended to the chain described by m.
 func (m *Meta) Check(e *Entry) error {
 	if e.Seq != m.Size {
-		return &LinkError{"SEQ-GAP", fmt.Sprintf("entry has seq %d, expected %d", e.Seq, m.Size)}
+		return &LinkError{errs.SeqGap, fmt.Sprintf("entry has seq %d, expected %d", e.Seq, m.Size)}
 	}
 	if e.Prev != m.Head {
-		return &LinkError{"LINK-BROKEN", fmt.Sprintf("entry %d prev %s does not match head %s", e.Seq, e.Prev, m.Head)}
+		return &LinkError{errs.LinkBroken, fmt.Sprintf("entry %d prev %s does not match head %s", e.Seq, e.Prev, m.Head)}
 	}
 	if (e.Kind == KindGenesis) != (e.Seq == 0) {
-		return &LinkError{"RULE-VIOLATION", fmt.Sprintf("entry %d: genesis must be exactly entry 0", e.Seq)}
+		return &LinkError{errs.RuleViolation, fmt.Sprintf("entry %d: genesis must be exactly entry 0", e.Seq)}
 	}
 	if m.Size > 0 && e.TS < m.TS { // same-width timestamps compare as strings
-		return &LinkError{"TIME-REVERSED", fmt.Sprintf("entry %d ts %s is before %s", e.Seq, e.TS, m.TS)}
+		return &LinkError{errs.TimeReversed, fmt.Sprintf("entry %d ts %s is before %s", e.Seq, e.TS, m.TS)}
 	}
 	return nil
 }
@@ -63,7 +65,7 @@ func (m *Meta) Advance(e *Entry, h Hash) (*Meta, error) {
 	if e.Kind == KindGenesis {
 		var g GenesisBody
 		if err := json.Unmarshal(e.Body, &g); err != nil || g.Origin == "" {
-			return nil, &LinkError{"RULE-VIOLATION", "genesis body must name an origin"}
+			return nil, &LinkError{errs.RuleViolation, "genesis body must name an origin"}
 		}
 		next.Origin = g.Origin
 	}

@@ -15,29 +15,50 @@ import (
 	"github.com/tally-dev/tally/errs"
 )
 
-// emittedCodes returns every code the module's non-test code spells as a
-// literal where an error code goes: the first argument of errs.New and
-// errs.Wrap, and the Code field of a composite literal. It maps each code to
-// one place that emits it.
-func emittedCodes(t *testing.T) map[string]string {
+// declaredCodes parses errs/codes.go: every Code constant, name -> value.
+func declaredCodes(t *testing.T) map[string]string {
 	t.Helper()
-	root := filepath.Join("..")
-	codes := map[string]string{}
-	fset := token.NewFileSet()
-	note := func(lit ast.Expr) {
-		if bl, ok := lit.(*ast.BasicLit); ok && bl.Kind == token.STRING {
-			if s, err := strconv.Unquote(bl.Value); err == nil {
-				if _, seen := codes[s]; !seen {
-					codes[s] = fset.Position(bl.Pos()).String()
-				}
+	f, err := parser.ParseFile(token.NewFileSet(), "codes.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Code" {
+				continue
+			}
+			for i, n := range vs.Names {
+				v, _ := strconv.Unquote(vs.Values[i].(*ast.BasicLit).Value)
+				out[n.Name] = v
 			}
 		}
 	}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	return out
+}
+
+// emittedCodes returns every code the module's non-test code outside errs
+// names (errs.X for a Code constant X), mapped to one place that uses it. A
+// string literal spelling a code is an error: a typo there would compile and
+// fall into the default class, so codes are written as constants only.
+func emittedCodes(t *testing.T, declared map[string]string) map[string]string {
+	t.Helper()
+	values := map[string]string{}
+	for name, v := range declared {
+		values[v] = name
+	}
+	codes := map[string]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || path == filepath.Join("..", "errs")) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
@@ -49,15 +70,19 @@ func emittedCodes(t *testing.T) map[string]string {
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && len(n.Args) > 0 {
-					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "errs" && (sel.Sel.Name == "New" || sel.Sel.Name == "Wrap") {
-						note(n.Args[0])
-					}
+			case *ast.ImportSpec:
+				return false
+			case *ast.BasicLit:
+				if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && values[s] != "" {
+					t.Errorf("%s: code %q spelled as a string: write errs.%s", fset.Position(n.Pos()), s, values[s])
 				}
-			case *ast.KeyValueExpr:
-				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Code" {
-					note(n.Value)
+			case *ast.SelectorExpr:
+				if id, ok := n.X.(*ast.Ident); ok && id.Name == "errs" {
+					if v, ok := declared[n.Sel.Name]; ok {
+						if _, seen := codes[v]; !seen {
+							codes[v] = fset.Position(n.Pos()).String()
+						}
+					}
 				}
 			}
 			return true
@@ -96,32 +121,37 @@ func documentedCodes(t *testing.T) map[string]errs.Class {
 	return out
 }
 
-// TestEveryCodeHasAClass: every code the code emits is one errs knows (so
-// its exit class is chosen, not the default), and the code table of
-// docs/FORMAT.md lists it with that class, so another implementation and an
-// agent can rely on it. Every documented code is known.
+// TestEveryCodeHasAClass: every Code constant has an exit class, is used
+// by some code outside errs (no dead codes), and is listed in the code
+// table of docs/FORMAT.md with the same class, so another implementation and
+// an agent can rely on it; the table lists nothing else. Code outside errs
+// never spells a code as a string literal.
 func TestEveryCodeHasAClass(t *testing.T) {
-	codes, documented := emittedCodes(t), documentedCodes(t)
-	if len(codes) < 20 || len(documented) < 20 {
-		t.Fatalf("found only %d codes and %d documented: the scan is broken", len(codes), len(documented))
+	declared := declaredCodes(t)
+	codes, documented := emittedCodes(t, declared), documentedCodes(t)
+	if len(declared) < 20 || len(codes) < 20 || len(documented) < 20 {
+		t.Fatalf("found only %d declared, %d used and %d documented codes: the scan is broken", len(declared), len(codes), len(documented))
 	}
-	var names []string
-	for c := range codes {
-		names = append(names, c)
+	var values []string
+	for _, v := range declared {
+		values = append(values, v)
 	}
-	sort.Strings(names)
-	for _, c := range names {
-		if !errs.Known(c) {
-			t.Errorf("%s: code %q has no exit class in errs", codes[c], c)
+	sort.Strings(values)
+	for _, c := range values {
+		if !errs.Known(errs.Code(c)) {
+			t.Errorf("code %q has no exit class in errs", c)
+		}
+		if _, used := codes[c]; !used && c != string(errs.Internal) && c != string(errs.IOError) {
+			t.Errorf("code %q is declared but nothing outside errs emits it", c)
 		}
 		if class, ok := documented[c]; !ok {
-			t.Errorf("%s: code %q is not in the code table of docs/FORMAT.md", codes[c], c)
-		} else if class != errs.ClassOfCode(c) {
-			t.Errorf("docs/FORMAT.md gives %q class %d, errs %d", c, class, errs.ClassOfCode(c))
+			t.Errorf("code %q is not in the code table of docs/FORMAT.md", c)
+		} else if class != errs.ClassOfCode(errs.Code(c)) {
+			t.Errorf("docs/FORMAT.md gives %q class %d, errs %d", c, class, errs.ClassOfCode(errs.Code(c)))
 		}
 	}
 	for c := range documented {
-		if !errs.Known(c) {
+		if !errs.Known(errs.Code(c)) {
 			t.Errorf("docs/FORMAT.md documents %q, which errs does not know", c)
 		}
 	}

@@ -26,94 +26,22 @@ const (
 	Integrity Class = 3
 )
 
-// classes maps every code tally emits to its exit class. A code missing here is a
-// bug caught by the tests (see TestEveryCodeHasAClass).
-var classes = map[string]Class{
-	// retryable: the same command may succeed later without changing anything
-	"CONFLICT":           Retryable,
-	"LEASE-HELD":         Retryable,
-	"STEAL-DENIED":       Retryable,
-	"NO-READY-CELL":      Retryable,
-	"REF-LOCKED":         Retryable,
-	"BUSY":               Retryable,
-	"REMOTE-UNREACHABLE": Retryable,
-	"WAIT-TIMEOUT":       Retryable,
-	"HOOK-TIMEOUT":       Retryable,
-
-	// refused: the request breaks a rule or is malformed
-	"USAGE":               Refused,
-	"NOT-A-REPO":          Refused,
-	"PLAN-COMPLETE":       Refused,
-	"LEASE-OWNED":         Refused,
-	"NOT-SUPPORTED":       Refused,
-	"NOT-INITIALIZED":     Refused,
-	"ALREADY-INITIALIZED": Refused,
-	"LEDGER-ON-REMOTE":    Refused,
-	"WAVE-EXISTS":         Refused,
-	"WAVE-MISSING":        Refused,
-	"CELL-MISSING":        Refused,
-	"DEP-MISSING":         Refused,
-	"DEP-CYCLE":           Refused,
-	"CELL-STATE":          Refused,
-	"ACTOR-MISMATCH":      Refused,
-	"EPOCH-MISMATCH":      Refused,
-	"LEASE-EXPIRED":       Refused,
-	"LEASE-MAX-HOLD":      Refused,
-	"LEASE-MISSING":       Refused,
-	"RECEIPT-SCOPE":       Refused,
-	"RECEIPT-MISSING":     Refused,
-	"COMMIT-MISSING":      Refused,
-	"REMOTE-REJECTED":     Refused,
-	"REMOTE-DENIED":       Refused,
-	"KEY-UNKNOWN":         Refused,
-	"KEY-REQUIRED":        Refused,
-	"POLICY":              Refused,
-	"PATH-HELD":           Refused,
-	"IO-ERROR":            Refused,
-	"COMMAND-FAILED":      Refused,
-	"DEAD-HOLDER-REMOTE":  Refused,
-	"PUSHER-DENIED":       Refused,
-	"PUSHER-UNKNOWN":      Refused,
-	"LIMIT-EXCEEDED":      Refused,
-	"AUDIT-FAILED":        Refused,
-
-	// integrity: the ledger or the local state cannot be trusted as it is
-	"INTERNAL":           Integrity,
-	"CORRUPT":            Integrity,
-	"HASH-MISMATCH":      Integrity,
-	"LINK-BROKEN":        Integrity,
-	"SEQ-GAP":            Integrity,
-	"NONCANONICAL":       Integrity,
-	"TIME-REVERSED":      Integrity,
-	"STATE-MISMATCH":     Integrity,
-	"HISTORY-NONLINEAR":  Integrity,
-	"COMMIT-MISMATCH":    Integrity,
-	"RULE-VIOLATION":     Integrity,
-	"FORK-DETECTED":      Integrity,
-	"ROLLBACK-DETECTED":  Integrity,
-	"UNSIGNED":           Integrity,
-	"BAD-SIGNATURE":      Integrity,
-	"RECEIPT-INVALID":    Integrity,
-	"CHECKPOINT-INVALID": Integrity,
-	"PROOF-INVALID":      Integrity,
-}
-
 // Error is a tally error. Details are extra machine-readable fields reported
 // beside code and message (for example the holder of a lease).
 type Error struct {
-	Code    string
+	Code    Code
 	Message string
 	Details map[string]any
 	Err     error // the cause, if any
 }
 
 // New returns an error with the given code and a formatted message.
-func New(code, format string, args ...any) *Error {
+func New(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // Wrap returns an error with the given code whose cause is err.
-func Wrap(code string, err error, format string, args ...any) *Error {
+func Wrap(code Code, err error, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
 	if err != nil {
 		msg += ": " + err.Error()
@@ -134,7 +62,7 @@ func (e *Error) With(key string, value any) *Error {
 	return &c
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 func (e *Error) Unwrap() error { return e.Err }
 
 // Class is the exit class of e's code.
@@ -144,7 +72,7 @@ func (e *Error) Class() Class { return ClassOfCode(e.Code) }
 func (e *Error) Retryable() bool { return e.Class() == Retryable }
 
 // ClassOfCode returns the class of a code; unknown codes are integrity failures.
-func ClassOfCode(code string) Class {
+func ClassOfCode(code Code) Class {
 	if c, ok := classes[code]; ok {
 		return c
 	}
@@ -152,7 +80,7 @@ func ClassOfCode(code string) Class {
 }
 
 // Known reports whether code is one tally defines.
-func Known(code string) bool { _, ok := classes[code]; return ok }
+func Known(code Code) bool { _, ok := classes[code]; return ok }
 
 // ioErrnos are the system errors that say the machine could not store or
 // read data (full disk, quota, read-only or failing device): nothing about
@@ -172,17 +100,17 @@ func From(err error) *Error {
 	var e *Error
 	coded := errors.As(err, &e)
 	var errno syscall.Errno
-	if (!coded || e.Code == "INTERNAL") && errors.As(err, &errno) && ioErrnos[errno] != "" {
-		return (&Error{Code: "IO-ERROR", Message: err.Error(), Err: err}).With("errno", ioErrnos[errno])
+	if (!coded || e.Code == Internal) && errors.As(err, &errno) && ioErrnos[errno] != "" {
+		return (&Error{Code: IOError, Message: err.Error(), Err: err}).With("errno", ioErrnos[errno])
 	}
 	if coded {
 		return e
 	}
-	return &Error{Code: "INTERNAL", Message: err.Error(), Err: err}
+	return &Error{Code: Internal, Message: err.Error(), Err: err}
 }
 
-// Code returns the code of err, or "" for nil.
-func Code(err error) string {
+// CodeOf returns the code of err, or "" for nil.
+func CodeOf(err error) Code {
 	if err == nil {
 		return ""
 	}
@@ -190,4 +118,4 @@ func Code(err error) string {
 }
 
 // Is reports whether err carries the given code.
-func Is(err error, code string) bool { return err != nil && From(err).Code == code }
+func Is(err error, code Code) bool { return err != nil && From(err).Code == code }

@@ -28,10 +28,10 @@ type Update struct {
 
 // Finding is a refusal (or, under a warn policy, a warning) about one ref.
 type Finding struct {
-	Ref     string `json:"ref"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Warning bool   `json:"warning"`
+	Ref     string    `json:"ref"`
+	Code    errs.Code `json:"code"`
+	Message string    `json:"message"`
+	Warning bool      `json:"warning"`
 }
 
 func (f Finding) String() string {
@@ -78,12 +78,12 @@ func parseLines(r io.Reader, parse func([]string) (Update, bool)) ([]Update, err
 		}
 		u, ok := parse(f)
 		if !ok {
-			return nil, errs.New("USAGE", "malformed hook input line %q", sc.Text())
+			return nil, errs.New(errs.Usage, "malformed hook input line %q", sc.Text())
 		}
 		out = append(out, u)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, errs.Wrap("USAGE", err, "reading the hook input")
+		return nil, errs.Wrap(errs.Usage, err, "reading the hook input")
 	}
 	return out, nil
 }
@@ -166,11 +166,11 @@ func (c *Checker) Check(updates []Update) ([]Finding, error) {
 // checkLedger verifies the entries a ledger update adds (only those): the
 // chain, the rules, signatures, and on the server the clock skew.
 func (c *Checker) checkLedger(u Update) (*Finding, error) {
-	refuse := func(code, format string, args ...any) *Finding {
+	refuse := func(code errs.Code, format string, args ...any) *Finding {
 		return &Finding{Ref: u.Ref, Code: code, Message: fmt.Sprintf(format, args...)}
 	}
 	if u.New.IsZero() {
-		return refuse("POLICY", "deleting the ledger is not allowed"), nil
+		return refuse(errs.Policy, "deleting the ledger is not allowed"), nil
 	}
 	old := u.Old
 	base, err := c.L.SnapshotAt(old)
@@ -181,7 +181,7 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 		base, err = c.L.SnapshotAt(old)
 	}
 	if err != nil {
-		return refuse("CORRUPT", "cannot read the current ledger %s: %v", u.Old, err), nil
+		return refuse(errs.Corrupt, "cannot read the current ledger %s: %v", u.Old, err), nil
 	}
 	p, err := lease.ReadPolicy(base)
 	if err != nil {
@@ -192,7 +192,7 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 		limit := c.Now.Add(time.Duration(p.SkewSeconds) * time.Second)
 		skew := func(a *ledger.Applied) error {
 			if ts, err := chain.ParseTime(a.Entry.TS); err == nil && ts.After(limit) {
-				return errs.New("POLICY", "entry %d is dated %s, more than %ds ahead of the server clock (%s)",
+				return errs.New(errs.Policy, "entry %d is dated %s, more than %ds ahead of the server clock (%s)",
 					a.Entry.Seq, a.Entry.TS, p.SkewSeconds, chain.FormatTime(c.Now)).With("seq", a.Entry.Seq)
 			}
 			return refuseDeadHolder(a)
@@ -212,7 +212,7 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 	if err != nil {
 		e := errs.From(err)
 		msg := e.Message
-		if e.Code == "FORK-DETECTED" || e.Code == "ROLLBACK-DETECTED" {
+		if e.Code == errs.ForkDetected || e.Code == errs.RollbackDetected {
 			msg = "not a fast-forward of the current ledger: " + msg
 		}
 		return refuse(e.Code, "%s", msg), nil
@@ -224,7 +224,7 @@ func (c *Checker) checkLedger(u Update) (*Finding, error) {
 func (c *Checker) git(args ...string) (string, error) {
 	out, err := c.L.Repo.Git(args...)
 	if err != nil {
-		return "", errs.Wrap("INTERNAL", err, "git %s", args[0])
+		return "", errs.Wrap(errs.Internal, err, "git %s", args[0])
 	}
 	return string(out), nil
 }

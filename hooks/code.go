@@ -61,7 +61,7 @@ func (c *Checker) checkCode(cs *codeState, u Update) ([]Finding, error) {
 		return nil, err
 	}
 	var out []Finding
-	add := func(mode, code, format string, args ...any) {
+	add := func(mode string, code errs.Code, format string, args ...any) {
 		out = append(out, Finding{Ref: u.Ref, Code: code, Message: fmt.Sprintf(format, args...), Warning: mode == lease.Warn})
 	}
 	for _, id := range commits {
@@ -87,13 +87,13 @@ func (c *Checker) checkCode(cs *codeState, u Update) ([]Finding, error) {
 				return nil, err
 			}
 			if !ok {
-				add(p.Receipts, "RECEIPT-MISSING", "%s %s has no receipt in the ledger (protected branch)", what, id)
+				add(p.Receipts, errs.ReceiptMissing, "%s %s has no receipt in the ledger (protected branch)", what, id)
 			}
 		}
 		for _, path := range changed {
 			for _, h := range holds {
 				if !p.IsAuthor(h.Actor, cm.Author.Email) && pathspec.Match(h.Pattern, path) {
-					add(p.PathLeases, "PATH-HELD", "%s %s by %s changes %s, leased to %s (%s, epoch %d) until %s; "+
+					add(p.PathLeases, errs.PathHeld, "%s %s by %s changes %s, leased to %s (%s, epoch %d) until %s; "+
 						"author %s is not %s's (the policy's authors give %s: %v; tally policy set-authors maps an actor to its commit emails)",
 						what, id, cm.Author.Email, path, h.Actor, h.Source, h.Epoch, h.ExpiresAt,
 						cm.Author.Email, h.Actor, h.Actor, p.Authors[h.Actor])
@@ -136,7 +136,7 @@ func ownChanges(db *gitstore.ObjectDB, cm *gitstore.Commit) ([]string, error) {
 
 func receipted(state *ledger.Snapshot, commit, tree gitstore.ObjectID) (bool, error) {
 	_, _, err := receipt.Find(state, commit, tree)
-	if errs.Code(err) == "RECEIPT-MISSING" {
+	if errs.CodeOf(err) == errs.ReceiptMissing {
 		return false, nil
 	}
 	return err == nil, err

@@ -21,7 +21,7 @@ func refuseDeadHolder(a *ledger.Applied) error {
 	if !ok || g.Takeover != lease.TakeoverDeadHolder {
 		return nil
 	}
-	return errs.New("DEAD-HOLDER-REMOTE", "entry %d takes over %s's live lease (epoch %d) on its own word that the holder's process is gone; "+
+	return errs.New(errs.DeadHolderRemote, "entry %d takes over %s's live lease (epoch %d) on its own word that the holder's process is gone; "+
 		"the server cannot check that: a live lease ends here only by expiry or max-hold steal", a.Entry.Seq, g.Prior.Actor, g.Prior.Epoch).
 		With("seq", a.Entry.Seq).With("holder", g.Prior.Actor).With("epoch", g.Prior.Epoch)
 }

@@ -36,7 +36,7 @@ func Timeout(repo *gitstore.Repo) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, errs.New("USAGE", "%s = %q: want a duration such as 60s, or whole seconds (0: no bound)", TimeoutConfig, v)
+		return 0, errs.New(errs.Usage, "%s = %q: want a duration such as 60s, or whole seconds (0: no bound)", TimeoutConfig, v)
 	}
 	return d, nil
 }
@@ -71,7 +71,7 @@ func (c *Checker) CheckWithin(updates []Update, start time.Time, d time.Duration
 	}
 	out := make([]Finding, len(updates))
 	for i, u := range updates {
-		out[i] = Finding{Ref: u.Ref, Code: "HOOK-TIMEOUT", Message: fmt.Sprintf(
+		out[i] = Finding{Ref: u.Ref, Code: errs.HookTimeout, Message: fmt.Sprintf(
 			"the server's check of this push took longer than %v (git config %s); nothing was changed, push again later",
 			d, TimeoutConfig)}
 	}

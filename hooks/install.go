@@ -191,7 +191,7 @@ func Install(repo *gitstore.Repo, tallyPath string, names []string) ([]string, e
 			if _, err := os.Lstat(loc.Path); err == nil && !isShim(loc.Path) {
 				orig := loc.Path + origSuffix
 				if _, err := os.Lstat(orig); err == nil {
-					return written, errs.New("USAGE", "%s exists and is not tally's, and %s is taken: resolve by hand", loc.Path, orig)
+					return written, errs.New(errs.Usage, "%s exists and is not tally's, and %s is taken: resolve by hand", loc.Path, orig)
 				}
 				if err := os.Rename(loc.Path, orig); err != nil {
 					return written, err
@@ -356,7 +356,7 @@ func Binary(path string) (string, error) {
 		return "", err
 	}
 	if !executable(abs) {
-		return "", errs.New("USAGE", "--tally %s: not an executable file", abs)
+		return "", errs.New(errs.Usage, "--tally %s: not an executable file", abs)
 	}
 	return abs, nil
 }

@@ -21,14 +21,14 @@ func (c *Checker) checkNamespace(ledgerTip gitstore.ObjectID, u Update) ([]Findi
 	rest, _ := strings.CutPrefix(u.Ref, c.L.Namespace+"/checkpoints/")
 	size, perr := strconv.ParseUint(rest, 10, 64)
 	if rest == u.Ref || perr != nil || strconv.FormatUint(size, 10) != rest {
-		return refuse(errs.New("POLICY", "%s is not a ref tally defines: under %s there are only %s and %s/checkpoints/<size>",
+		return refuse(errs.New(errs.Policy, "%s is not a ref tally defines: under %s there are only %s and %s/checkpoints/<size>",
 			u.Ref, c.L.Namespace, c.L.Ref, c.L.Namespace))
 	}
 	if u.New.IsZero() {
-		return refuse(errs.New("POLICY", "stored checkpoints are append-only: deleting %s is not allowed", u.Ref))
+		return refuse(errs.New(errs.Policy, "stored checkpoints are append-only: deleting %s is not allowed", u.Ref))
 	}
 	if ledgerTip.IsZero() {
-		return refuse(errs.New("CHECKPOINT-INVALID", "a checkpoint without a ledger"))
+		return refuse(errs.New(errs.CheckpointInvalid, "a checkpoint without a ledger"))
 	}
 	db, err := c.L.Repo.Objects()
 	if err != nil {
@@ -40,7 +40,7 @@ func (c *Checker) checkNamespace(ledgerTip gitstore.ObjectID, u Update) ([]Findi
 			return nil, err
 		}
 		if typ != gitstore.BlobObject {
-			return nil, errs.New("CHECKPOINT-INVALID", "%s must point at a blob holding a checkpoint note, not a %s", u.Ref, typ)
+			return nil, errs.New(errs.CheckpointInvalid, "%s must point at a blob holding a checkpoint note, not a %s", u.Ref, typ)
 		}
 		return data, nil
 	}
@@ -71,7 +71,7 @@ func (c *Checker) checkNamespace(ledgerTip gitstore.ObjectID, u Update) ([]Findi
 func (c *Checker) checkNotes(ledgerTip gitstore.ObjectID, u Update) ([]Finding, error) {
 	refuse := func(err error) ([]Finding, error) { return refusal(u, err), nil }
 	if u.New.IsZero() {
-		return refuse(errs.New("POLICY", "deleting %s is not allowed: receipt notes are append-only", u.Ref))
+		return refuse(errs.New(errs.Policy, "deleting %s is not allowed: receipt notes are append-only", u.Ref))
 	}
 	db, err := c.L.Repo.Objects()
 	if err != nil {
@@ -88,7 +88,7 @@ func (c *Checker) checkNotes(ledgerTip gitstore.ObjectID, u Update) ([]Finding, 
 			return nil, err
 		}
 		if !ff {
-			return refuse(errs.New("POLICY", "%s moves only by fast-forward: %s does not descend from %s", u.Ref, u.New, old))
+			return refuse(errs.New(errs.Policy, "%s moves only by fast-forward: %s does not descend from %s", u.Ref, u.New, old))
 		}
 	}
 	var snap *ledger.Snapshot

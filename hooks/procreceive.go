@@ -58,10 +58,10 @@ func ProcReceive(in io.Reader, out io.Writer, handle func(Update) Answer) error 
 	}
 	version, err := lines()
 	if err != nil {
-		return errs.Wrap("USAGE", err, "proc-receive: reading the version")
+		return errs.Wrap(errs.Usage, err, "proc-receive: reading the version")
 	}
 	if len(version) == 0 || !strings.HasPrefix(version[0], "version=1") {
-		return errs.New("USAGE", "proc-receive: unsupported protocol %q", version)
+		return errs.New(errs.Usage, "proc-receive: unsupported protocol %q", version)
 	}
 	enc := pktline.NewEncoder(out)
 	if err := enc.EncodeString("version=1\x00"); err != nil {
@@ -72,7 +72,7 @@ func ProcReceive(in io.Reader, out io.Writer, handle func(Update) Answer) error 
 	}
 	commands, err := lines()
 	if err != nil {
-		return errs.Wrap("USAGE", err, "proc-receive: reading the commands")
+		return errs.Wrap(errs.Usage, err, "proc-receive: reading the commands")
 	}
 	var updates []Update
 	for _, c := range commands {
@@ -82,7 +82,7 @@ func ProcReceive(in io.Reader, out io.Writer, handle func(Update) Answer) error 
 			u, ok = mkUpdate(f[2], f[0], f[1])
 		}
 		if !ok {
-			return errs.New("USAGE", "proc-receive: malformed command %q", c)
+			return errs.New(errs.Usage, "proc-receive: malformed command %q", c)
 		}
 		updates = append(updates, u)
 	}
@@ -136,7 +136,7 @@ func (c *Checker) checkRequest(u Update) []Finding {
 	if c.Server && sequencing(c.L.Repo) {
 		return nil
 	}
-	return []Finding{{Ref: u.Ref, Code: "POLICY", Message: fmt.Sprintf(
+	return []Finding{{Ref: u.Ref, Code: errs.Policy, Message: fmt.Sprintf(
 		"%s/* are requests to the server's sequencer, which this repository does not run (%s; tally hooks install --server sets it up)",
 		ledger.RequestPrefix, ProcReceiveConfig)}}
 }
@@ -145,8 +145,8 @@ func (c *Checker) checkRequest(u Update) []Finding {
 // before it is built: the pusher binding of the policy on the snapshot the
 // entry is built on (the binding in force just before it), judged exactly as
 // pre-receive judges a pushed entry of that actor (checkPusher).
-func PusherGuard(env Env) func(s *ledger.Snapshot, actor, kind string) error {
-	return func(s *ledger.Snapshot, actor, kind string) error {
+func PusherGuard(env Env) func(s *ledger.Snapshot, actor string, kind chain.Kind) error {
+	return func(s *ledger.Snapshot, actor string, kind chain.Kind) error {
 		p, err := lease.ReadPolicy(s)
 		if err != nil {
 			return err
@@ -196,7 +196,7 @@ func InstallSequencer(repo *gitstore.Repo, tallyPath string) (*Sequencer, error)
 	}
 	if !sequencing(repo) {
 		if _, err := repo.Git("config", "--add", ProcReceiveConfig, ledger.RequestPrefix); err != nil {
-			return nil, errs.Wrap("INTERNAL", err, "git config --add %s", ProcReceiveConfig)
+			return nil, errs.Wrap(errs.Internal, err, "git config --add %s", ProcReceiveConfig)
 		}
 	}
 	return &Sequencer{Shim: loc.Path, Refs: ledger.RequestPrefix}, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
@@ -90,25 +91,25 @@ func checkPusher(p *lease.Policy, pusher Pusher, known bool, a *ledger.Applied) 
 	}
 	e := a.Entry
 	if !known {
-		return errs.New("PUSHER-UNKNOWN", "entry %d by %s: pushers are bound by the policy, but the server named no pusher (none of %s is set)",
+		return errs.New(errs.PusherUnknown, "entry %d by %s: pushers are bound by the policy, but the server named no pusher (none of %s is set)",
 			e.Seq, e.Actor, strings.Join(pusherVars(p.PusherVar), ", ")).With("seq", e.Seq).With("actor", e.Actor)
 	}
 	if !p.PusherMay(pusher.Name, e.Actor) {
-		return errs.New("PUSHER-DENIED", "entry %d: pusher %s (%s) may not push entries of actor %s (bound to %v)",
+		return errs.New(errs.PusherDenied, "entry %d: pusher %s (%s) may not push entries of actor %s (bound to %v)",
 			e.Seq, pusher.Name, pusher.Var, e.Actor, p.Pushers[pusher.Name]).
 			With("seq", e.Seq).With("pusher", pusher.Name).With("actor", e.Actor)
 	}
-	if e.Kind != "keys" {
+	if e.Kind != chain.KindKeys {
 		return nil
 	}
 	var k lease.KeysBody
 	if err := json.Unmarshal(e.Body, &k); err != nil {
-		return errs.Wrap("CORRUPT", err, "entry %d: keys body", e.Seq)
+		return errs.Wrap(errs.Corrupt, err, "entry %d: keys body", e.Seq)
 	}
 	// Revoking is left to the lease rules (the owner or an admin): a
 	// registration is what claims an actor name.
 	if k.Op == "add" && !p.PusherMay(pusher.Name, k.Actor) {
-		return errs.New("PUSHER-DENIED", "entry %d: pusher %s (%s) may not register keys for actor %s (bound to %v)",
+		return errs.New(errs.PusherDenied, "entry %d: pusher %s (%s) may not register keys for actor %s (bound to %v)",
 			e.Seq, pusher.Name, pusher.Var, k.Actor, p.Pushers[pusher.Name]).
 			With("seq", e.Seq).With("pusher", pusher.Name).With("actor", k.Actor)
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/ledger"
 )
@@ -39,7 +40,7 @@ func LostRace(l *ledger.Ledger, updates []Update) (*Finding, error) {
 		if cur == u.Old {
 			return nil, nil
 		}
-		return &Finding{Ref: u.Ref, Code: "CONFLICT", Message: ledger.LostRaceMessage(u.Old, cur, retryHint(l, u.Old, cur))}, nil
+		return &Finding{Ref: u.Ref, Code: errs.Conflict, Message: ledger.LostRaceMessage(u.Old, cur, retryHint(l, u.Old, cur))}, nil
 	}
 	return nil, nil
 }

@@ -86,28 +86,28 @@ func (r *rule) anchor() (string, error) {
 		return "", err
 	}
 	if len(b.Refs) == 0 || len(b.Refs) > maxAnchorRefs {
-		return "", errs.New("USAGE", "an anchor names 1..%d refs, not %d", maxAnchorRefs, len(b.Refs))
+		return "", errs.New(errs.Usage, "an anchor names 1..%d refs, not %d", maxAnchorRefs, len(b.Refs))
 	}
 	refs := make([]string, 0, len(b.Refs))
 	for ref, id := range b.Refs {
 		if !refname.Valid(ref) {
-			return "", errs.New("USAGE", "anchor ref %q is not a full ref name", ref)
+			return "", errs.New(errs.Usage, "anchor ref %q is not a full ref name", ref)
 		}
 		if !chain.IsLowerHex(id, 40) {
-			return "", errs.New("USAGE", "anchor ref %s: %q is not a 40-digit lowercase hex object id", ref, id)
+			return "", errs.New(errs.Usage, "anchor ref %s: %q is not a 40-digit lowercase hex object id", ref, id)
 		}
 		refs = append(refs, ref)
 	}
 	mb, ok, err := r.t.get(chain.MetaKey)
 	if err != nil {
-		return "", errs.Wrap("CORRUPT", err, "read chain meta")
+		return "", errs.Wrap(errs.Corrupt, err, "read chain meta")
 	}
 	m, err := chain.DecodeMeta(mb, ok)
 	if err != nil {
-		return "", errs.Wrap("CORRUPT", err, "chain meta")
+		return "", errs.Wrap(errs.Corrupt, err, "chain meta")
 	}
 	if want := CheckpointOf(m); b.Checkpoint != want {
-		return "", errs.New("CHECKPOINT-INVALID", "anchor records checkpoint (%q, %d, %s); the ledger before it is (%q, %d, %s)",
+		return "", errs.New(errs.CheckpointInvalid, "anchor records checkpoint (%q, %d, %s); the ledger before it is (%q, %d, %s)",
 			b.Checkpoint.Origin, b.Checkpoint.Size, b.Checkpoint.Root, want.Origin, want.Size, want.Root).
 			With("checkpoint_size", b.Checkpoint.Size).With("ledger_size", m.Size)
 	}

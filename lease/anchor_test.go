@@ -38,7 +38,8 @@ func TestAnchorRule(t *testing.T) {
 	manyJSON, _ := json.Marshal(many)
 	other := chain.Hash(blake3.Sum256([]byte("another root")))
 	for _, tc := range []struct {
-		name, body, code string
+		name, body string
+		code       errs.Code
 	}{
 		{"one ref", body(`{"refs/heads/main":"`+id+`"}`, cp), ""},
 		{"two refs", body(`{"refs/heads/main":"`+id+`","refs/tags/v1":"`+strings.Repeat("f", 40)+`"}`, cp), ""},
@@ -62,7 +63,7 @@ func TestAnchorRule(t *testing.T) {
 			e := &chain.Entry{V: 1, Seq: 7, Kind: "anchor", TS: "2026-01-01T00:00:00.000Z", Actor: "auditor",
 				Nonce: strings.Repeat("0", 32), Body: json.RawMessage(tc.body)}
 			res, err := Apply(state, e)
-			if got := errs.Code(err); got != tc.code {
+			if got := errs.CodeOf(err); got != tc.code {
 				t.Fatalf("Apply: code %q (%v), want %q", got, err, tc.code)
 			}
 			if err != nil {

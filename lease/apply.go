@@ -76,7 +76,7 @@ func (r *Result) Keys() []string {
 func Apply(state chain.KV, e *chain.Entry) (*Result, error) {
 	now, err := chain.ParseTime(e.TS)
 	if err != nil {
-		return nil, errs.New("USAGE", "%v", err)
+		return nil, errs.New(errs.Usage, "%v", err)
 	}
 	t := newTxn(state)
 	r := &rule{t: t, e: e, now: now}
@@ -85,38 +85,38 @@ func Apply(state chain.KV, e *chain.Entry) (*Result, error) {
 	switch e.Kind {
 	case chain.KindGenesis:
 		summary = "genesis"
-	case "note":
+	case chain.KindNote:
 		summary, err = r.note()
-	case "plan":
+	case chain.KindPlan:
 		summary, err = r.plan()
-	case "claim":
+	case chain.KindClaim:
 		summary, effect, err = r.claim()
-	case "renew":
+	case chain.KindRenew:
 		summary, effect, err = r.renew()
-	case "release":
+	case chain.KindRelease:
 		summary, err = r.release()
-	case "fail":
+	case chain.KindFail:
 		summary, err = r.fail()
-	case "requeue":
+	case chain.KindRequeue:
 		summary, err = r.requeue()
-	case "done":
+	case chain.KindDone:
 		summary, effect, err = r.done()
-	case "policy":
+	case chain.KindPolicy:
 		summary, err = r.policy()
-	case "keys":
+	case chain.KindKeys:
 		summary, err = r.keys()
-	case "anchor":
+	case chain.KindAnchor:
 		summary, err = r.anchor()
-	case "lock":
+	case chain.KindLock:
 		summary, effect, err = r.lock()
-	case "unlock":
+	case chain.KindUnlock:
 		summary, err = r.unlock()
-	case "wait":
+	case chain.KindWait:
 		summary, err = r.wait()
-	case "break":
+	case chain.KindBreak:
 		summary, effect, err = r.breakDeadlocks()
 	default:
-		err = errs.New("USAGE", "unknown entry kind %q", e.Kind)
+		err = errs.New(errs.Usage, "unknown entry kind %q", e.Kind)
 	}
 	if err == nil {
 		err = r.outOfRange
@@ -141,7 +141,7 @@ func (r *rule) body(v any) error {
 	dec := json.NewDecoder(bytes.NewReader(r.e.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errs.New("USAGE", "%s body: %v", r.e.Kind, err)
+		return errs.New(errs.Usage, "%s body: %v", r.e.Kind, err)
 	}
 	return nil
 }
@@ -154,7 +154,7 @@ func (r *rule) body(v any) error {
 func (r *rule) ts(d time.Duration) string {
 	t := r.now.Add(d)
 	if !chain.TimeInRange(t) && r.outOfRange == nil {
-		r.outOfRange = errs.New("USAGE", "an entry at %s cannot store %s (its time + %s): timestamps end at %s",
+		r.outOfRange = errs.New(errs.Usage, "an entry at %s cannot store %s (its time + %s): timestamps end at %s",
 			r.e.TS, t.UTC().Format(time.RFC3339Nano), d, chain.LastTime).With("limit", chain.LastTime)
 	}
 	return chain.FormatTime(t)
@@ -174,14 +174,14 @@ func (r *rule) note() (string, error) {
 		return "", err
 	}
 	if b.Text == "" || len(b.Text) > maxTextLen {
-		return "", errs.New("USAGE", "note text must be 1..%d bytes", maxTextLen)
+		return "", errs.New(errs.Usage, "note text must be 1..%d bytes", maxTextLen)
 	}
 	// The summary carries the text into the commit message, and git fsck
 	// flags a commit with a NUL byte (nulInCommit; an error with --strict,
 	// so servers with receive.fsckObjects refuse the push). Other control
 	// characters are legal in a commit; human output makes them inert.
 	if strings.IndexByte(b.Text, 0) >= 0 {
-		return "", errs.New("USAGE", "note text must not contain NUL: git fsck refuses a commit carrying one")
+		return "", errs.New(errs.Usage, "note text must not contain NUL: git fsck refuses a commit carrying one")
 	}
 	return "note: " + firstLine(b.Text, 60), nil
 }
@@ -212,17 +212,17 @@ func (c CellRef) String() string { return c.Wave + "/" + c.Cell }
 
 func checkIDs(w, c string) error {
 	if !SafeID(w) {
-		return errs.New("USAGE", "wave id %q is not a SafeId", w)
+		return errs.New(errs.Usage, "wave id %q is not a SafeId", w)
 	}
 	if !SafeID(c) {
-		return errs.New("USAGE", "cell id %q is not a SafeId", c)
+		return errs.New(errs.Usage, "cell id %q is not a SafeId", c)
 	}
 	return nil
 }
 
 func checkTTL(ttl int) error {
 	if ttl < TTLMin || ttl > TTLMax {
-		return errs.New("USAGE", "ttl must be %d..%d seconds, got %d", TTLMin, TTLMax, ttl)
+		return errs.New(errs.Usage, "ttl must be %d..%d seconds, got %d", TTLMin, TTLMax, ttl)
 	}
 	return nil
 }
@@ -316,13 +316,13 @@ func (h HolderID) SameProcessTable(o HolderID) bool {
 // lowercase UUID and comes with a namespace, and a start time needs both.
 func checkHolder(h HolderID) error {
 	if h.PID < 0 || h.Host == "" {
-		return errs.New("USAGE", "claim must record the holder's host, and a pid ≥ 0 (0: no holder process)")
+		return errs.New(errs.Usage, "claim must record the holder's host, and a pid ≥ 0 (0: no holder process)")
 	}
 	if (h.BootID == "") != (h.PIDNS == 0) || (h.PIDStart != 0 && (h.BootID == "" || h.PID == 0)) {
-		return errs.New("USAGE", "claim must record boot_id and pid_ns together, and pid_start only with them and a pid")
+		return errs.New(errs.Usage, "claim must record boot_id and pid_ns together, and pid_start only with them and a pid")
 	}
 	if h.BootID != "" && !isUUID(h.BootID) {
-		return errs.New("USAGE", "boot_id %q is not a lowercase UUID", h.BootID)
+		return errs.New(errs.Usage, "boot_id %q is not a lowercase UUID", h.BootID)
 	}
 	return nil
 }
@@ -373,7 +373,7 @@ func (r *rule) claim() (string, any, error) {
 	switch b.Mode {
 	case ModeClaim, ModeSteal, ModeReclaimDead:
 	default:
-		return "", nil, errs.New("USAGE", "unknown claim mode %q", b.Mode)
+		return "", nil, errs.New(errs.Usage, "unknown claim mode %q", b.Mode)
 	}
 	c, err := r.t.cell(b.Wave, b.Cell)
 	if err != nil {
@@ -382,20 +382,20 @@ func (r *rule) claim() (string, any, error) {
 	g := &Granted{}
 	switch c.State {
 	case Done, Failed:
-		return "", nil, errs.New("CELL-STATE", "cell %s/%s is %s; cannot claim", b.Wave, b.Cell, c.State).With("state", c.State)
+		return "", nil, errs.New(errs.CellState, "cell %s/%s is %s; cannot claim", b.Wave, b.Cell, c.State).With("state", c.State)
 	case Pending:
 		blocked, err := r.t.unfinishedDeps(c)
 		if err != nil {
 			return "", nil, err
 		}
 		if len(blocked) > 0 {
-			return "", nil, errs.New("CELL-STATE", "cell %s/%s blocked by unfinished deps: %s", b.Wave, b.Cell, strings.Join(blocked, ", ")).
+			return "", nil, errs.New(errs.CellState, "cell %s/%s blocked by unfinished deps: %s", b.Wave, b.Cell, strings.Join(blocked, ", ")).
 				With("state", c.State).With("blocked_by", blocked)
 		}
 	case Claimed:
 		l := c.Lease
 		if l == nil {
-			return "", nil, errs.New("CORRUPT", "cell %s/%s is claimed without a lease", b.Wave, b.Cell)
+			return "", nil, errs.New(errs.Corrupt, "cell %s/%s is claimed without a lease", b.Wave, b.Cell)
 		}
 		expired, err := r.after(l.ExpiresAt)
 		if err != nil {
@@ -413,17 +413,17 @@ func (r *rule) claim() (string, any, error) {
 		case l.Actor == r.e.Actor:
 			// Retrying cannot help the holder: its lease only ends by renew,
 			// release, fail, done or expiry, so the answer is final (exit 2).
-			return "", nil, errs.New("LEASE-OWNED", "you already hold cell %s/%s (epoch %d) until %s: extend it with 'tally renew %s/%s --epoch %d'",
+			return "", nil, errs.New(errs.LeaseOwned, "you already hold cell %s/%s (epoch %d) until %s: extend it with 'tally renew %s/%s --epoch %d'",
 				b.Wave, b.Cell, l.Epoch, l.ExpiresAt, b.Wave, b.Cell, l.Epoch).With("holder", l.Actor).With("epoch", l.Epoch).
 				With("expires_at", l.ExpiresAt).With("yours", true)
 		case b.Mode == ModeSteal:
-			return "", nil, errs.New("STEAL-DENIED", "cell %s/%s held by %s until max-hold %s; steal window not open",
+			return "", nil, errs.New(errs.StealDenied, "cell %s/%s held by %s until max-hold %s; steal window not open",
 				b.Wave, b.Cell, l.Actor, l.MaxHoldUntil).With("holder", l.Actor).With("epoch", l.Epoch).
 				With("max_hold_until", l.MaxHoldUntil)
 		case b.Mode == ModeReclaimDead && deadHolder(b, l):
 			g.Takeover = TakeoverDeadHolder
 		default:
-			return "", nil, errs.New("LEASE-HELD", "cell %s/%s leased to %s (epoch %d) until %s",
+			return "", nil, errs.New(errs.LeaseHeld, "cell %s/%s leased to %s (epoch %d) until %s",
 				b.Wave, b.Cell, l.Actor, l.Epoch, l.ExpiresAt).With("holder", l.Actor).With("epoch", l.Epoch).
 				With("expires_at", l.ExpiresAt)
 		}
@@ -547,21 +547,21 @@ func (r *rule) holder(b EpochBody, live bool) (*Cell, error) {
 func CheckHolder(c *Cell, b EpochBody, actor string, live bool, now time.Time) error {
 	l := c.Lease
 	if b.Epoch < c.Epoch {
-		e := errs.New("EPOCH-MISMATCH", "%s/%s is at epoch %d: epoch %d was fenced off", b.Wave, b.Cell, c.Epoch, b.Epoch).With("epoch", c.Epoch)
+		e := errs.New(errs.EpochMismatch, "%s/%s is at epoch %d: epoch %d was fenced off", b.Wave, b.Cell, c.Epoch, b.Epoch).With("epoch", c.Epoch)
 		if l != nil {
 			e = e.With("holder", l.Actor)
 		}
 		return e
 	}
 	if c.State != Claimed || l == nil {
-		return errs.New("CELL-STATE", "cell %s/%s is %s, not claimed", b.Wave, b.Cell, c.State).With("state", c.State)
+		return errs.New(errs.CellState, "cell %s/%s is %s, not claimed", b.Wave, b.Cell, c.State).With("state", c.State)
 	}
 	if l.Actor != actor {
-		return errs.New("ACTOR-MISMATCH", "lease on %s/%s held by %s, not %s", b.Wave, b.Cell, l.Actor, actor).
+		return errs.New(errs.ActorMismatch, "lease on %s/%s held by %s, not %s", b.Wave, b.Cell, l.Actor, actor).
 			With("holder", l.Actor).With("epoch", l.Epoch)
 	}
 	if l.Epoch != b.Epoch {
-		return errs.New("EPOCH-MISMATCH", "lease on %s/%s is at epoch %d, not %d", b.Wave, b.Cell, l.Epoch, b.Epoch).
+		return errs.New(errs.EpochMismatch, "lease on %s/%s is at epoch %d, not %d", b.Wave, b.Cell, l.Epoch, b.Epoch).
 			With("holder", l.Actor).With("epoch", l.Epoch)
 	}
 	if live {
@@ -570,7 +570,7 @@ func CheckHolder(c *Cell, b EpochBody, actor string, live bool, now time.Time) e
 			return err
 		}
 		if expired {
-			return errs.New("LEASE-EXPIRED", "lease on %s/%s expired at %s", b.Wave, b.Cell, l.ExpiresAt).
+			return errs.New(errs.LeaseExpired, "lease on %s/%s expired at %s", b.Wave, b.Cell, l.ExpiresAt).
 				With("expires_at", l.ExpiresAt)
 		}
 	}
@@ -594,7 +594,7 @@ func (r *rule) renew() (string, any, error) {
 		return "", nil, err
 	}
 	if past {
-		return "", nil, errs.New("LEASE-MAX-HOLD", "lease on %s/%s is past max_hold_until %s; it cannot be renewed in this epoch",
+		return "", nil, errs.New(errs.LeaseMaxHold, "lease on %s/%s is past max_hold_until %s; it cannot be renewed in this epoch",
 			b.Wave, b.Cell, c.Lease.MaxHoldUntil).With("max_hold_until", c.Lease.MaxHoldUntil)
 	}
 	l := *c.Lease
@@ -638,7 +638,7 @@ func (r *rule) fail() (string, error) {
 		return "", err
 	}
 	if len(b.Reason) > maxTextLen {
-		return "", errs.New("USAGE", "reason longer than %d bytes", maxTextLen)
+		return "", errs.New(errs.Usage, "reason longer than %d bytes", maxTextLen)
 	}
 	c, err := r.holder(b.EpochBody, true)
 	if err != nil {
@@ -665,10 +665,10 @@ func (r *rule) requeue() (string, error) {
 		return "", err
 	}
 	if c.State != Failed {
-		return "", errs.New("CELL-STATE", "requeue needs a failed cell; %s/%s is %s", b.Wave, b.Cell, c.State).With("state", c.State)
+		return "", errs.New(errs.CellState, "requeue needs a failed cell; %s/%s is %s", b.Wave, b.Cell, c.State).With("state", c.State)
 	}
 	if c.Lease != nil {
-		return "", errs.New("CELL-STATE", "requeue refused: %s/%s has a lease", b.Wave, b.Cell)
+		return "", errs.New(errs.CellState, "requeue refused: %s/%s has a lease", b.Wave, b.Cell)
 	}
 	blocked, err := r.t.unfinishedDeps(c)
 	if err != nil {

@@ -63,7 +63,7 @@ func newWorld(t testing.TB) *world {
 // set moves the clock to t0 + d.
 func (w *world) set(d time.Duration) *world { w.now = t0.Add(d); return w }
 
-func (w *world) entry(kind, actor string, body any) *chain.Entry {
+func (w *world) entry(kind chain.Kind, actor string, body any) *chain.Entry {
 	w.t.Helper()
 	var raw []byte
 	switch b := body.(type) {
@@ -80,7 +80,7 @@ func (w *world) entry(kind, actor string, body any) *chain.Entry {
 }
 
 // try applies an entry; on success its changes are written to the state.
-func (w *world) try(kind, actor string, body any) (*lease.Result, error) {
+func (w *world) try(kind chain.Kind, actor string, body any) (*lease.Result, error) {
 	w.t.Helper()
 	before := w.kv.clone()
 	res, err := lease.Apply(w.kv, w.entry(kind, actor, body))
@@ -105,7 +105,7 @@ func (w *world) try(kind, actor string, body any) (*lease.Result, error) {
 }
 
 // ok applies an entry that must be legal.
-func (w *world) ok(kind, actor string, body any) *lease.Result {
+func (w *world) ok(kind chain.Kind, actor string, body any) *lease.Result {
 	w.t.Helper()
 	res, err := w.try(kind, actor, body)
 	if err != nil {
@@ -115,7 +115,7 @@ func (w *world) ok(kind, actor string, body any) *lease.Result {
 }
 
 // refuse applies an entry that must be refused with code; it returns the error.
-func (w *world) refuse(code, kind, actor string, body any) *errs.Error {
+func (w *world) refuse(code errs.Code, kind chain.Kind, actor string, body any) *errs.Error {
 	w.t.Helper()
 	before := w.kv.clone()
 	res, err := w.try(kind, actor, body)
@@ -286,7 +286,7 @@ func TestEpochArithmetic(t *testing.T) {
 	seen := map[int64]bool{}
 	for i, s := range steps {
 		w.set(s.at)
-		res := w.ok(s.kind, s.actor, s.body)
+		res := w.ok(chain.Kind(s.kind), s.actor, s.body)
 		c := w.cell("w", "c")
 		if c.State != s.state || c.Epoch != s.epoch {
 			t.Fatalf("step %d (%s by %s): state %s epoch %d, want %s epoch %d", i, s.kind, s.actor, c.State, c.Epoch, s.state, s.epoch)
@@ -817,12 +817,12 @@ func TestStrictBodies(t *testing.T) {
 		{"release", `[]`},
 	}
 	for _, tc := range cases {
-		w.refuse("USAGE", tc.kind, "A", tc.body)
+		w.refuse("USAGE", chain.Kind(tc.kind), "A", tc.body)
 	}
 	e := w.entry("note", "A", `{"text":"x"}`)
 	for _, ts := range []string{"2030-01-02T03:04:05Z", "2030-01-02T03:04:05.000+00:00", "yesterday"} {
 		e.TS = ts
-		if _, err := lease.Apply(w.kv, e); errs.Code(err) != "USAGE" {
+		if _, err := lease.Apply(w.kv, e); errs.CodeOf(err) != "USAGE" {
 			t.Fatalf("ts %q: got %v, want USAGE", ts, err)
 		}
 	}
@@ -998,6 +998,7 @@ func TestErrorClasses(t *testing.T) {
 		"RULE-VIOLATION": 3, "CORRUPT": 3, "HASH-MISMATCH": 3, "STATE-MISMATCH": 3,
 	}
 	for code, class := range want {
+		code := errs.Code(code)
 		if got := errs.ClassOfCode(code); got != class {
 			t.Errorf("%s: class %d, want %d", code, got, class)
 		}

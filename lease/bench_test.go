@@ -34,7 +34,7 @@ func BenchmarkCheckAtLimits(b *testing.B) {
 		name  string
 		wild  int // holds whose key is ""
 		paths func(i int) string
-		want  string // error code, "" for accepted
+		want  errs.Code // error code, "" for accepted
 	}{
 		{"typical", 0, func(i int) string { return fmt.Sprintf("src/new%02d/**", i%8) }, ""},
 		{"wild", 44, func(i int) string { return fmt.Sprintf("r/*/q%03d", i) }, ""},
@@ -85,7 +85,7 @@ func dedupSorted(paths []string) []string {
 	return out
 }
 
-func benchApply(b *testing.B, w *plWorld, kind, actor string, body any, want string) {
+func benchApply(b *testing.B, w *plWorld, kind chain.Kind, actor string, body any, want errs.Code) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		b.Fatal(err)
@@ -97,7 +97,7 @@ func benchApply(b *testing.B, w *plWorld, kind, actor string, body any, want str
 	n := 0
 	for b.Loop() {
 		_, err := lease.Apply(w.kv, e)
-		if errs.Code(err) != want {
+		if errs.CodeOf(err) != want {
 			b.Fatalf("%s: %v, want %q", kind, err, want)
 		}
 		n++

@@ -90,14 +90,14 @@ func (r *rule) done() (string, any, error) {
 		return "", nil, err
 	}
 	if !chain.IsLowerHex(b.Commit, 40) || !chain.IsLowerHex(b.Tree, 40) || (b.Base != "" && !chain.IsLowerHex(b.Base, 40)) {
-		return "", nil, errs.New("USAGE", "done: commit, tree and base must be full lowercase object ids")
+		return "", nil, errs.New(errs.Usage, "done: commit, tree and base must be full lowercase object ids")
 	}
 	if !sort.StringsAreSorted(b.Changed) {
-		return "", nil, errs.New("USAGE", "done: changed paths must be sorted")
+		return "", nil, errs.New(errs.Usage, "done: changed paths must be sorted")
 	}
 	for _, ev := range b.Evidence {
 		if ev.Epoch != b.Epoch {
-			return "", nil, errs.New("USAGE", "done: evidence recorded under epoch %d, not %d", ev.Epoch, b.Epoch)
+			return "", nil, errs.New(errs.Usage, "done: evidence recorded under epoch %d, not %d", ev.Epoch, b.Epoch)
 		}
 	}
 	c, err := r.holder(b.EpochBody, true)
@@ -105,7 +105,7 @@ func (r *rule) done() (string, any, error) {
 		return "", nil, err
 	}
 	if out := OutOfScope(c.Paths, b.Changed); len(out) > 0 {
-		return "", nil, errs.New("RECEIPT-SCOPE", "%s/%s may change only %v; these paths are outside: %v", b.Wave, b.Cell, c.Paths, out).
+		return "", nil, errs.New(errs.ReceiptScope, "%s/%s may change only %v; these paths are outside: %v", b.Wave, b.Cell, c.Paths, out).
 			With("paths", out).With("scope", c.Paths)
 	}
 	c.Lease = nil

@@ -48,7 +48,7 @@ const (
 )
 
 func limitErr(limit string, value, max int64, format string, args ...any) *errs.Error {
-	return errs.New("LIMIT-EXCEEDED", "%s (limit %s: %d, max %d)", fmt.Sprintf(format, args...), limit, value, max).
+	return errs.New(errs.LimitExceeded, "%s (limit %s: %d, max %d)", fmt.Sprintf(format, args...), limit, value, max).
 		With("limit", limit).With("value", value).With("max", max)
 }
 
@@ -61,7 +61,7 @@ func NormalizePattern(spec string) (string, error) {
 	}
 	n, err := pathspec.Normalize(spec)
 	if err != nil {
-		return "", errs.New("USAGE", "%v", err)
+		return "", errs.New(errs.Usage, "%v", err)
 	}
 	return n, nil
 }
@@ -80,7 +80,7 @@ func CheckLockCount(n int) error {
 		return limitErr(limitLockPatterns, int64(n), MaxLockPatterns, "a lock entry names %d patterns", n)
 	}
 	if n == 0 {
-		return errs.New("USAGE", "give 1..%d patterns", MaxLockPatterns)
+		return errs.New(errs.Usage, "give 1..%d patterns", MaxLockPatterns)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func TestLimitsPlan(t *testing.T) {
 		{Wave: "w5", Cells: []lease.PlanCell{one("c", cellPaths("d", 257))}},
 		{Wave: "w5", Cells: []lease.PlanCell{one("c", []string{"./" + long[2:] + "/"})}},
 	} {
-		if err := lease.NormalizePlan(b); errs.Code(err) != "LIMIT-EXCEEDED" {
+		if err := lease.NormalizePlan(b); errs.CodeOf(err) != "LIMIT-EXCEEDED" {
 			t.Fatalf("NormalizePlan: %v, want LIMIT-EXCEEDED", err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestLimitsLock(t *testing.T) {
 	long := strings.Repeat("a/", pathspec.MaxLen/2) + "b"
 	e = w.refuse("LIMIT-EXCEEDED", "lock", "a", lockB(60, long))
 	wantLimit(t, e, "pattern-bytes", int64(pathspec.MaxLen+1), pathspec.MaxLen)
-	if err := lease.CheckLockCount(33); errs.Code(err) != "LIMIT-EXCEEDED" {
+	if err := lease.CheckLockCount(33); errs.CodeOf(err) != "LIMIT-EXCEEDED" {
 		t.Fatalf("CheckLockCount(33): %v", err)
 	}
 }
@@ -133,10 +133,10 @@ func TestLimitsCheckCost(t *testing.T) {
 	}
 	e := w.refuse("LIMIT-EXCEEDED", "lock", "a", lockB(60, req))
 	wantLimit(t, e, "check-cost", int64(fit+1)*unit, lease.MaxCheckCost)
-	if _, err := lease.PlanLock(w.kv, "a", []string{req}, w.now()); errs.Code(err) != "LIMIT-EXCEEDED" {
+	if _, err := lease.PlanLock(w.kv, "a", []string{req}, w.now()); errs.CodeOf(err) != "LIMIT-EXCEEDED" {
 		t.Fatalf("PlanLock: %v", err) // the writer refuses before building the entry
 	}
-	if _, err := lease.Blockers(w.kv, "a", req, w.now()); errs.Code(err) != "LIMIT-EXCEEDED" {
+	if _, err := lease.Blockers(w.kv, "a", req, w.now()); errs.CodeOf(err) != "LIMIT-EXCEEDED" {
 		t.Fatalf("Blockers: %v", err)
 	}
 	// the holder's own holds are not candidates; disjoint keys are not either
@@ -148,7 +148,7 @@ func TestLimitsCheckCost(t *testing.T) {
 	w.ok("unlock", "c", lease.UnlockBody{Patterns: []string{big("elsewhere/")}, Epochs: []int64{1}})
 	// one candidate fewer fits: the check runs and finds the conflict
 	w.ok("unlock", "b", lease.UnlockBody{Patterns: []string{big(fmt.Sprintf("h%d/", fit))}, Epochs: []int64{1}})
-	if _, err := w.lock("a", 60, req); errs.Code(err) != "LEASE-HELD" {
+	if _, err := w.lock("a", 60, req); errs.CodeOf(err) != "LEASE-HELD" {
 		t.Fatalf("within budget: %v, want LEASE-HELD", err)
 	}
 }

@@ -210,7 +210,7 @@ type paths struct {
 func expiredAt(stamp string, now time.Time) (bool, error) {
 	t, err := chain.ParseTime(stamp)
 	if err != nil {
-		return false, errs.Wrap("CORRUPT", err, "stored timestamp")
+		return false, errs.Wrap(errs.Corrupt, err, "stored timestamp")
 	}
 	return now.After(t), nil
 }
@@ -537,7 +537,7 @@ func (s *paths) plan(actor string, patterns []string) ([]Preempted, error) {
 
 func heldErr(c conflict) *errs.Error {
 	h := c.hold
-	return errs.New("LEASE-HELD", "%s overlaps %s held by %s (%s, epoch %d) until %s: both match %s",
+	return errs.New(errs.LeaseHeld, "%s overlaps %s held by %s (%s, epoch %d) until %s: both match %s",
 		c.requested, h.Pattern, h.Actor, h.Source, h.Epoch, h.ExpiresAt, c.witness).
 		With("holder", h.Actor).With("epoch", h.Epoch).With("expires_at", h.ExpiresAt).
 		With("pattern", h.Pattern).With("requested", c.requested).With("witness", c.witness).With("source", h.Source)
@@ -590,7 +590,7 @@ func (s *paths) clearWait(waiter string) (bool, error) {
 func (s *paths) flush() error {
 	if s.dirtyL {
 		if len(s.locks) > MaxLiveLocks {
-			return errs.New("BUSY", "more than %d live path locks", MaxLiveLocks)
+			return errs.New(errs.Busy, "more than %d live path locks", MaxLiveLocks)
 		}
 		if len(s.locks) == 0 {
 			s.t.del(locksIndexKey)
@@ -600,7 +600,7 @@ func (s *paths) flush() error {
 	}
 	if s.dirtyW {
 		if len(s.waits) > MaxWaits {
-			return errs.New("BUSY", "more than %d live waits", MaxWaits)
+			return errs.New(errs.Busy, "more than %d live waits", MaxWaits)
 		}
 		for _, k := range s.deleted {
 			s.t.del(k)
@@ -650,7 +650,7 @@ func checkPatterns(patterns []string) error {
 			return err
 		}
 		if i > 0 && patterns[i-1] >= p {
-			return errs.New("USAGE", "patterns must be sorted and distinct")
+			return errs.New(errs.Usage, "patterns must be sorted and distinct")
 		}
 	}
 	return nil
@@ -661,7 +661,7 @@ func checkPattern(p string) error {
 		return err
 	}
 	if n, err := pathspec.Normalize(p); err != nil || n != p {
-		return errs.New("USAGE", "pattern %q is not a normalized pathspec", p)
+		return errs.New(errs.Usage, "pattern %q is not a normalized pathspec", p)
 	}
 	return nil
 }
@@ -680,10 +680,10 @@ func (r *rule) lock() (string, any, error) {
 		return "", nil, err
 	}
 	if len(b.Reason) > maxTextLen {
-		return "", nil, errs.New("USAGE", "reason longer than %d bytes", maxTextLen)
+		return "", nil, errs.New(errs.Usage, "reason longer than %d bytes", maxTextLen)
 	}
 	if b.Epochs != nil && (len(b.Epochs) != len(b.Patterns) || len(b.Preempts) > 0) {
-		return "", nil, errs.New("USAGE", "a renewing lock gives one epoch per pattern and preempts nothing")
+		return "", nil, errs.New(errs.Usage, "a renewing lock gives one epoch per pattern and preempts nothing")
 	}
 	s, err := loadPaths(r.t, r.now)
 	if err != nil {
@@ -706,7 +706,7 @@ func (r *rule) lock() (string, any, error) {
 		}
 		g.Preempted = append(g.Preempted, pre...)
 		if !slices.Equal(g.Preempted, b.Preempts) {
-			return "", nil, errs.New("USAGE", "lock entry must name exactly the leases it preempts: %v", g.Preempted).
+			return "", nil, errs.New(errs.Usage, "lock entry must name exactly the leases it preempts: %v", g.Preempted).
 				With("preempts", g.Preempted)
 		}
 		for _, pr := range g.Preempted {
@@ -774,7 +774,7 @@ func (r *rule) renewable(pl *PathLock, ok bool, epoch int64) error {
 		if err != nil {
 			return err
 		}
-		return errs.New("LEASE-EXPIRED", "lock on %s expired at %s", pl.Pattern, pl.Lease.ExpiresAt).
+		return errs.New(errs.LeaseExpired, "lock on %s expired at %s", pl.Pattern, pl.Lease.ExpiresAt).
 			With("pattern", pl.Pattern).With("expires_at", pl.Lease.ExpiresAt)
 	}
 	return nil
@@ -784,19 +784,19 @@ func (r *rule) renewable(pl *PathLock, ok bool, epoch int64) error {
 func (r *rule) heldBy(pl *PathLock, ok bool, epoch int64) error {
 	switch {
 	case !ok:
-		return errs.New("LEASE-MISSING", "no lock on %s", pl.Pattern).With("pattern", pl.Pattern)
+		return errs.New(errs.LeaseMissing, "no lock on %s", pl.Pattern).With("pattern", pl.Pattern)
 	case pl.Epoch != epoch:
-		e := errs.New("EPOCH-MISMATCH", "lock on %s is at epoch %d, not %d", pl.Pattern, pl.Epoch, epoch).
+		e := errs.New(errs.EpochMismatch, "lock on %s is at epoch %d, not %d", pl.Pattern, pl.Epoch, epoch).
 			With("pattern", pl.Pattern).With("epoch", pl.Epoch)
 		if pl.Lease != nil {
 			e = e.With("holder", pl.Lease.Actor)
 		}
 		return e
 	case pl.Lease == nil:
-		return errs.New("LEASE-MISSING", "lock on %s (epoch %d) is not held", pl.Pattern, pl.Epoch).
+		return errs.New(errs.LeaseMissing, "lock on %s (epoch %d) is not held", pl.Pattern, pl.Epoch).
 			With("pattern", pl.Pattern).With("epoch", pl.Epoch)
 	case pl.Lease.Actor != r.e.Actor:
-		return errs.New("ACTOR-MISMATCH", "lock on %s held by %s, not %s", pl.Pattern, pl.Lease.Actor, r.e.Actor).
+		return errs.New(errs.ActorMismatch, "lock on %s held by %s, not %s", pl.Pattern, pl.Lease.Actor, r.e.Actor).
 			With("pattern", pl.Pattern).With("holder", pl.Lease.Actor).With("epoch", pl.Epoch)
 	}
 	return nil
@@ -836,7 +836,7 @@ func (r *rule) unlock() (string, error) {
 		return "", err
 	}
 	if len(b.Epochs) != len(b.Patterns) {
-		return "", errs.New("USAGE", "unlock gives one epoch per pattern")
+		return "", errs.New(errs.Usage, "unlock gives one epoch per pattern")
 	}
 	s, err := loadPaths(r.t, r.now)
 	if err != nil {
@@ -878,14 +878,14 @@ func (r *rule) wait() (string, error) {
 	}
 	if b.Clear {
 		if b.Pattern != "" || b.Holders != nil {
-			return "", errs.New("USAGE", "a clearing wait names no pattern or holders")
+			return "", errs.New(errs.Usage, "a clearing wait names no pattern or holders")
 		}
 		had, err := s.clearWait(r.e.Actor)
 		if err != nil {
 			return "", err
 		}
 		if !had {
-			return "", errs.New("USAGE", "%s has no wait to clear", r.e.Actor)
+			return "", errs.New(errs.Usage, "%s has no wait to clear", r.e.Actor)
 		}
 		if err := s.flush(); err != nil {
 			return "", err
@@ -900,10 +900,10 @@ func (r *rule) wait() (string, error) {
 	}
 	want := s.blockers(r.e.Actor, b.Pattern)
 	if len(want) == 0 {
-		return "", errs.New("USAGE", "%s is not blocked for %s: lock it instead", b.Pattern, r.e.Actor)
+		return "", errs.New(errs.Usage, "%s is not blocked for %s: lock it instead", b.Pattern, r.e.Actor)
 	}
 	if !slices.Equal(want, b.Holders) {
-		return "", errs.New("USAGE", "wait must name exactly the holders blocking %s: %v", b.Pattern, want).With("holders", want)
+		return "", errs.New(errs.Usage, "wait must name exactly the holders blocking %s: %v", b.Pattern, want).With("holders", want)
 	}
 	w := &Wait{Waiter: r.e.Actor, Pattern: b.Pattern, Holders: want, RecordedAt: r.ts(0), ExpiresAt: r.ts(WaitTTL), Seq: r.e.Seq}
 	if err := r.t.put(waitKey(w.Waiter), w); err != nil {
@@ -938,10 +938,10 @@ func (r *rule) breakDeadlocks() (string, any, error) {
 		return "", nil, err
 	}
 	if len(g.Cycles) == 0 {
-		return "", nil, errs.New("USAGE", "no deadlock to break")
+		return "", nil, errs.New(errs.Usage, "no deadlock to break")
 	}
 	if !equalCycles(g.Cycles, b.Cycles) || !slices.Equal(g.Victims, b.Victims) {
-		return "", nil, errs.New("USAGE", "break must name the cycles %v and the victims %v", g.Cycles, g.Victims).
+		return "", nil, errs.New(errs.Usage, "break must name the cycles %v and the victims %v", g.Cycles, g.Victims).
 			With("cycles", g.Cycles).With("victims", g.Victims)
 	}
 	res := &BreakResult{Cycles: g.Cycles, Victims: g.Victims, Released: []Preempted{}}

@@ -46,7 +46,7 @@ func newPL(t testing.TB) *plWorld { return &plWorld{t: t, kv: plKV{}, seq: 1} }
 func (w *plWorld) at(d time.Duration) *plWorld { w.d = d; return w }
 func (w *plWorld) now() time.Time              { return plT0.Add(w.d) }
 
-func (w *plWorld) try(kind, actor string, body any) (*lease.Result, error) {
+func (w *plWorld) try(kind chain.Kind, actor string, body any) (*lease.Result, error) {
 	w.t.Helper()
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -69,7 +69,7 @@ func (w *plWorld) try(kind, actor string, body any) (*lease.Result, error) {
 	return res, nil
 }
 
-func (w *plWorld) ok(kind, actor string, body any) *lease.Result {
+func (w *plWorld) ok(kind chain.Kind, actor string, body any) *lease.Result {
 	w.t.Helper()
 	res, err := w.try(kind, actor, body)
 	if err != nil {
@@ -78,7 +78,7 @@ func (w *plWorld) ok(kind, actor string, body any) *lease.Result {
 	return res
 }
 
-func (w *plWorld) refuse(code, kind, actor string, body any) *errs.Error {
+func (w *plWorld) refuse(code errs.Code, kind chain.Kind, actor string, body any) *errs.Error {
 	w.t.Helper()
 	before := len(w.kv)
 	res, err := w.try(kind, actor, body)

@@ -54,33 +54,33 @@ func (r *rule) plan() (string, error) {
 		return "", err
 	}
 	if !SafeID(b.Wave) {
-		return "", errs.New("USAGE", "wave id %q is not a SafeId", b.Wave)
+		return "", errs.New(errs.Usage, "wave id %q is not a SafeId", b.Wave)
 	}
 	if len(b.Cells) == 0 || len(b.Cells) > maxCellsPerWave {
-		return "", errs.New("USAGE", "a wave needs 1..%d cells", maxCellsPerWave)
+		return "", errs.New(errs.Usage, "a wave needs 1..%d cells", maxCellsPerWave)
 	}
 	if ok, err := r.t.load(waveKey(b.Wave), &Wave{}); err != nil {
 		return "", err
 	} else if ok {
-		return "", errs.New("WAVE-EXISTS", "wave %s already exists", b.Wave).With("wave", b.Wave)
+		return "", errs.New(errs.WaveExists, "wave %s already exists", b.Wave).With("wave", b.Wave)
 	}
 	index := map[string]int{}
 	for i, c := range b.Cells {
 		if !SafeID(c.ID) {
-			return "", errs.New("USAGE", "cell id %q is not a SafeId", c.ID)
+			return "", errs.New(errs.Usage, "cell id %q is not a SafeId", c.ID)
 		}
 		if _, dup := index[c.ID]; dup {
-			return "", errs.New("USAGE", "cell %s is declared twice", c.ID)
+			return "", errs.New(errs.Usage, "cell %s is declared twice", c.ID)
 		}
 		if len(c.Title) > 256 || strings.ContainsAny(c.Title, "\n\r") {
-			return "", errs.New("USAGE", "cell %s: title must be one line of at most 256 bytes", c.ID)
+			return "", errs.New(errs.Usage, "cell %s: title must be one line of at most 256 bytes", c.ID)
 		}
 		if c.Role != "" && !SafeID(c.Role) {
-			return "", errs.New("USAGE", "cell %s: role %q is not a SafeId", c.ID, c.Role)
+			return "", errs.New(errs.Usage, "cell %s: role %q is not a SafeId", c.ID, c.Role)
 		}
 		for _, p := range c.Paths {
 			if n, err := pathspec.Normalize(p); err != nil || n != p {
-				return "", errs.New("USAGE", "cell %s: path %q is not a normalized pattern", c.ID, p)
+				return "", errs.New(errs.Usage, "cell %s: path %q is not a normalized pattern", c.ID, p)
 			}
 		}
 		index[c.ID] = i
@@ -92,12 +92,12 @@ func (r *rule) plan() (string, error) {
 		for _, d := range c.Deps {
 			w, id := splitDep(b.Wave, d)
 			if seen[w+"/"+id] {
-				return "", errs.New("USAGE", "cell %s lists dep %s/%s twice", c.ID, w, id)
+				return "", errs.New(errs.Usage, "cell %s lists dep %s/%s twice", c.ID, w, id)
 			}
 			seen[w+"/"+id] = true
 			if w == b.Wave {
 				if _, ok := index[id]; !ok {
-					return "", errs.New("DEP-MISSING", "cell %s depends on %s, which is not in wave %s", c.ID, d, b.Wave).
+					return "", errs.New(errs.DepMissing, "cell %s depends on %s, which is not in wave %s", c.ID, d, b.Wave).
 						With("cell", c.ID).With("dep", d)
 				}
 				continue
@@ -106,18 +106,18 @@ func (r *rule) plan() (string, error) {
 				return "", err
 			}
 			dc, err := r.t.cell(w, id)
-			if code := errs.Code(err); code != "" && code != "CELL-MISSING" && code != "WAVE-MISSING" {
+			if code := errs.CodeOf(err); code != "" && code != errs.CellMissing && code != errs.WaveMissing {
 				return "", err // damaged state is not a missing dependency
 			}
 			if err != nil {
-				return "", errs.New("DEP-MISSING", "cell %s depends on %s, which does not exist", c.ID, d).
+				return "", errs.New(errs.DepMissing, "cell %s depends on %s, which does not exist", c.ID, d).
 					With("cell", c.ID).With("dep", d)
 			}
 			external[w+"/"+id] = dc
 		}
 	}
 	if cycle := findCycle(b, index); cycle != nil {
-		return "", errs.New("DEP-CYCLE", "dependency cycle: %s", strings.Join(cycle, " -> ")).With("cycle", cycle)
+		return "", errs.New(errs.DepCycle, "dependency cycle: %s", strings.Join(cycle, " -> ")).With("cycle", cycle)
 	}
 
 	// Write the wave.

@@ -187,7 +187,7 @@ func TestPlanRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
 			w.plan("w1", pc{ID: "a"})
-			e := w.refuse(tc.code, "plan", "planner", tc.body)
+			e := w.refuse(errs.Code(tc.code), "plan", "planner", tc.body)
 			if tc.check != nil {
 				tc.check(t, e.Details, e.Message)
 			}
@@ -269,7 +269,7 @@ func TestPlanDuplicateDepSpellings(t *testing.T) {
 			"fix: in lease/plan.go key the seen map by the resolved w+\"/\"+id rather than the raw dep string",
 			w.cell("w2", "a").Dependents)
 	}
-	if errs.Code(err) != "USAGE" {
+	if errs.CodeOf(err) != "USAGE" {
 		t.Fatalf("got %v, want USAGE", err)
 	}
 }

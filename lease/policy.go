@@ -207,7 +207,7 @@ func (r *rule) policy() (string, error) {
 		return "", err
 	}
 	if len(p.Admins) > 0 && !p.isAdmin(r.e.Actor) {
-		return "", errs.New("POLICY", "only the policy admins %v may change the policy", p.Admins)
+		return "", errs.New(errs.Policy, "only the policy admins %v may change the policy", p.Admins)
 	}
 	var changed []string
 	if b.RequireSignatures != nil {
@@ -216,7 +216,7 @@ func (r *rule) policy() (string, error) {
 	}
 	if b.SkewSeconds != nil {
 		if *b.SkewSeconds < 0 || *b.SkewSeconds > 86400 {
-			return "", errs.New("USAGE", "skew_seconds must be 0..86400")
+			return "", errs.New(errs.Usage, "skew_seconds must be 0..86400")
 		}
 		p.SkewSeconds = *b.SkewSeconds
 		changed = append(changed, "skew_seconds")
@@ -230,7 +230,7 @@ func (r *rule) policy() (string, error) {
 			continue
 		}
 		if !validMode(*m.val) {
-			return "", errs.New("USAGE", "%s must be off, warn or enforce", m.name)
+			return "", errs.New(errs.Usage, "%s must be off, warn or enforce", m.name)
 		}
 		*m.dst = *m.val
 		changed = append(changed, m.name)
@@ -238,7 +238,7 @@ func (r *rule) policy() (string, error) {
 	if b.Protected != nil {
 		for _, ref := range *b.Protected {
 			if !refname.Valid(ref) {
-				return "", errs.New("USAGE", "protected ref %q must be a full ref name", ref)
+				return "", errs.New(errs.Usage, "protected ref %q must be a full ref name", ref)
 			}
 		}
 		p.Protected = sorted(*b.Protected)
@@ -247,7 +247,7 @@ func (r *rule) policy() (string, error) {
 	if b.Roles != nil {
 		for role, prio := range *b.Roles {
 			if !SafeID(role) || prio < -1000 || prio > 1000 {
-				return "", errs.New("USAGE", "role %q: name must be a SafeId and priority -1000..1000", role)
+				return "", errs.New(errs.Usage, "role %q: name must be a SafeId and priority -1000..1000", role)
 			}
 		}
 		p.Roles = *b.Roles
@@ -256,10 +256,10 @@ func (r *rule) policy() (string, error) {
 	if b.ActorRoles != nil {
 		for actor, role := range *b.ActorRoles {
 			if err := chain.ValidActor(actor); err != nil {
-				return "", errs.New("USAGE", "%v", err)
+				return "", errs.New(errs.Usage, "%v", err)
 			}
 			if _, ok := p.Roles[role]; !ok {
-				return "", errs.New("USAGE", "actor %s: role %q is not defined", actor, role)
+				return "", errs.New(errs.Usage, "actor %s: role %q is not defined", actor, role)
 			}
 		}
 		p.ActorRoles = *b.ActorRoles
@@ -268,7 +268,7 @@ func (r *rule) policy() (string, error) {
 	if b.Admins != nil {
 		for _, a := range *b.Admins {
 			if err := chain.ValidActor(a); err != nil {
-				return "", errs.New("USAGE", "%v", err)
+				return "", errs.New(errs.Usage, "%v", err)
 			}
 		}
 		p.Admins = sorted(*b.Admins)
@@ -282,7 +282,7 @@ func (r *rule) policy() (string, error) {
 	}
 	if b.PusherVar != nil {
 		if !validPusherVar(*b.PusherVar) {
-			return "", errs.New("USAGE", "pusher_var %q must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes) or empty", *b.PusherVar)
+			return "", errs.New(errs.Usage, "pusher_var %q must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes) or empty", *b.PusherVar)
 		}
 		p.PusherVar = *b.PusherVar
 		changed = append(changed, "pusher_var")
@@ -294,12 +294,12 @@ func (r *rule) policy() (string, error) {
 		changed = append(changed, "authors")
 	}
 	if len(changed) == 0 {
-		return "", errs.New("USAGE", "policy entry changes nothing")
+		return "", errs.New(errs.Usage, "policy entry changes nothing")
 	}
 	// Without admins anyone may change the policy, so required signatures
 	// would protect nothing: any actor with a key could turn them off.
 	if p.RequireSignatures && len(p.Admins) == 0 {
-		return "", errs.New("POLICY", "require_signatures needs admins: without them any actor may turn signatures off again")
+		return "", errs.New(errs.Policy, "require_signatures needs admins: without them any actor may turn signatures off again")
 	}
 	if err := r.t.put(policyKey, p); err != nil {
 		return "", err
@@ -318,14 +318,14 @@ func patternMap(name, of string, m map[string][]string) (map[string][]string, er
 	out := make(map[string][]string, len(m))
 	for k, pats := range m {
 		if err := chain.ValidActor(k); err != nil {
-			return nil, errs.New("USAGE", "%s: %v", name, err)
+			return nil, errs.New(errs.Usage, "%s: %v", name, err)
 		}
 		if len(pats) == 0 {
-			return nil, errs.New("USAGE", "%s %s: no %s patterns (leave it out instead)", name, k, of)
+			return nil, errs.New(errs.Usage, "%s %s: no %s patterns (leave it out instead)", name, k, of)
 		}
 		for _, pat := range pats {
 			if err := chain.ValidActor(pat); err != nil {
-				return nil, errs.New("USAGE", "%s %s: %s pattern: %v", name, k, of, err)
+				return nil, errs.New(errs.Usage, "%s %s: %s pattern: %v", name, k, of, err)
 			}
 		}
 		out[k] = sorted(slices.Clone(pats))
@@ -387,18 +387,18 @@ func (r *rule) keys() (string, error) {
 		return "", err
 	}
 	if err := chain.ValidActor(b.Actor); err != nil {
-		return "", errs.New("USAGE", "%v", err)
+		return "", errs.New(errs.Usage, "%v", err)
 	}
 	key, fp, err := identity.NormalizeKey(b.Key)
 	if err != nil || key != b.Key {
-		return "", errs.New("USAGE", "key must be a normalized ssh-ed25519 public key line")
+		return "", errs.New(errs.Usage, "key must be a normalized ssh-ed25519 public key line")
 	}
 	p, err := ReadPolicy(r.t)
 	if err != nil {
 		return "", err
 	}
 	if r.e.Actor != b.Actor && !p.isAdmin(r.e.Actor) {
-		return "", errs.New("POLICY", "%s may not manage the keys of %s (only its own, or an admin)", r.e.Actor, b.Actor)
+		return "", errs.New(errs.Policy, "%s may not manage the keys of %s (only its own, or an admin)", r.e.Actor, b.Actor)
 	}
 	ks, err := ReadKeys(r.t, b.Actor)
 	if err != nil {
@@ -413,17 +413,17 @@ func (r *rule) keys() (string, error) {
 	switch b.Op {
 	case "add":
 		if i < len(ks.Keys) {
-			return "", errs.New("USAGE", "key %s is already registered for %s", fp, b.Actor)
+			return "", errs.New(errs.Usage, "key %s is already registered for %s", fp, b.Actor)
 		}
 		ks.Keys = append(ks.Keys, ActorKey{Key: key, Fingerprint: fp, Added: r.e.Seq})
 	case "revoke":
 		if i == len(ks.Keys) {
-			return "", errs.New("KEY-UNKNOWN", "key %s is not an active key of %s", fp, b.Actor)
+			return "", errs.New(errs.KeyUnknown, "key %s is not an active key of %s", fp, b.Actor)
 		}
 		seq := r.e.Seq
 		ks.Keys[i].Revoked = &seq
 	default:
-		return "", errs.New("USAGE", "keys op must be add or revoke")
+		return "", errs.New(errs.Usage, "keys op must be add or revoke")
 	}
 	if err := r.t.put(keysKey(b.Actor), ks); err != nil {
 		return "", err

@@ -141,7 +141,7 @@ func (t *txn) load(key string, v any) (bool, error) {
 		return false, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return false, errs.Wrap("CORRUPT", err, "state %s", key)
+		return false, errs.Wrap(errs.Corrupt, err, "state %s", key)
 	}
 	return true, nil
 }
@@ -164,7 +164,7 @@ func (t *txn) wave(w string) (*Wave, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, errs.New("WAVE-MISSING", "wave not found: %s", w).With("wave", w)
+		return nil, errs.New(errs.WaveMissing, "wave not found: %s", w).With("wave", w)
 	}
 	return &wv, nil
 }
@@ -181,7 +181,7 @@ func (t *txn) cell(w, c string) (*Cell, error) {
 		if _, err := t.wave(w); err != nil {
 			return nil, err
 		}
-		return nil, errs.New("CELL-MISSING", "cell not found: %s/%s", w, c).With("wave", w).With("cell", c)
+		return nil, errs.New(errs.CellMissing, "cell not found: %s/%s", w, c).With("wave", w).With("cell", c)
 	}
 	return &cl, nil
 }
@@ -213,12 +213,12 @@ func CellIDs(kv chain.KV, w *Wave) ([]string, error) {
 			return nil, err
 		}
 		if !ok {
-			return nil, errs.New("CORRUPT", "wave %s: order chunk %d missing", w.ID, chunk)
+			return nil, errs.New(errs.Corrupt, "wave %s: order chunk %d missing", w.ID, chunk)
 		}
 		ids = append(ids, part...)
 	}
 	if len(ids) != w.Size {
-		return nil, errs.New("CORRUPT", "wave %s: %d ids for %d cells", w.ID, len(ids), w.Size)
+		return nil, errs.New(errs.Corrupt, "wave %s: %d ids for %d cells", w.ID, len(ids), w.Size)
 	}
 	return ids, nil
 }
@@ -230,7 +230,7 @@ func (t *txn) cellIDAt(w string, index int) (string, error) {
 		return "", err
 	}
 	if !ok || index%orderChunk >= len(part) {
-		return "", errs.New("CORRUPT", "wave %s: no cell at index %d", w, index)
+		return "", errs.New(errs.Corrupt, "wave %s: no cell at index %d", w, index)
 	}
 	return part[index%orderChunk], nil
 }
@@ -242,7 +242,7 @@ func decodeBitmap(s string, size int) (bitmap, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	// Re-encoding refuses the texts the decoder tolerates (CR, LF, unused low bits).
 	if err != nil || len(b) != (size+7)/8 || base64.RawURLEncoding.EncodeToString(b) != s {
-		return nil, errs.New("CORRUPT", "bad wave bitmap")
+		return nil, errs.New(errs.Corrupt, "bad wave bitmap")
 	}
 	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/lease"
 )
 
@@ -20,7 +21,7 @@ func TestDerivedTimesInRange(t *testing.T) {
 	const ms = time.Millisecond
 	refuse := func(w *world, kind, actor string, body any) {
 		t.Helper()
-		e := w.refuse("USAGE", kind, actor, body)
+		e := w.refuse("USAGE", chain.Kind(kind), actor, body)
 		if e.Details["limit"] != "9999-12-31T23:59:59.999Z" {
 			t.Errorf("%s refusal: details %v, want the limit", kind, e.Details)
 		}

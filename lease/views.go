@@ -218,7 +218,7 @@ func Locks(kv chain.KV, now time.Time) ([]Lock, error) {
 			return nil, err
 		}
 		if !ok || pl.Lease == nil || pl.Epoch != l.Epoch {
-			return nil, errs.New("CORRUPT", "locks/index lists %s at epoch %d, which is not held", l.Pattern, l.Epoch)
+			return nil, errs.New(errs.Corrupt, "locks/index lists %s at epoch %d, which is not held", l.Pattern, l.Epoch)
 		}
 		out = append(out, Lock{Pattern: l.Pattern, LockLease: *pl.Lease})
 	}
@@ -247,13 +247,13 @@ func KeptLockTTL(kv chain.KV, actor string, patterns []string, now time.Time) (i
 			return 0, err
 		}
 		if !ok || pl.Lease == nil {
-			return 0, errs.New("CORRUPT", "locks/index lists %s, which is not held", p)
+			return 0, errs.New(errs.Corrupt, "locks/index lists %s, which is not held", p)
 		}
 		switch {
 		case ttl == 0:
 			ttl, from = pl.Lease.TTLSeconds, p
 		case pl.Lease.TTLSeconds != ttl:
-			return 0, errs.New("USAGE", "your locks on %s (ttl %ds) and %s (ttl %ds) differ: give --ttl to renew them together",
+			return 0, errs.New(errs.Usage, "your locks on %s (ttl %ds) and %s (ttl %ds) differ: give --ttl to renew them together",
 				from, ttl, p, pl.Lease.TTLSeconds)
 		}
 	}
@@ -284,7 +284,7 @@ func Waits(kv chain.KV, now time.Time) ([]Wait, error) {
 			return nil, err
 		}
 		if !ok {
-			return nil, errs.New("CORRUPT", "waits/index lists %s, which has no wait", iw.Waiter)
+			return nil, errs.New(errs.Corrupt, "waits/index lists %s, which has no wait", iw.Waiter)
 		}
 		out = append(out, w)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
 )
@@ -61,10 +62,10 @@ func TestReadyAndNext(t *testing.T) {
 	checkReady(t, w, "wb", []string{"x"})
 	w.ok("done", "B", doneB("wb", "z", 2))
 	checkReady(t, w, "wb", []string{"y", "x"})
-	if _, err := lease.Next(w.kv, "nope", w.now); errs.Code(err) != "WAVE-MISSING" {
+	if _, err := lease.Next(w.kv, "nope", w.now); errs.CodeOf(err) != "WAVE-MISSING" {
 		t.Fatalf("Next on a missing wave: %v", err)
 	}
-	if _, err := lease.Ready(w.kv, "nope", w.now, 0); errs.Code(err) != "WAVE-MISSING" {
+	if _, err := lease.Ready(w.kv, "nope", w.now, 0); errs.CodeOf(err) != "WAVE-MISSING" {
 		t.Fatalf("Ready on a missing wave: %v", err)
 	}
 	empty := newWorld(t)
@@ -171,8 +172,8 @@ type op struct {
 	kind  string
 	actor string
 	body  any
-	want  string // "" accepted, else the refusal code
-	apply func() // the model's change, run if accepted
+	want  errs.Code // "" accepted, else the refusal code
+	apply func()    // the model's change, run if accepted
 }
 
 func maxDur(a, b time.Duration) time.Duration {
@@ -186,7 +187,7 @@ func maxDur(a, b time.Duration) time.Duration {
 // lease; renew, fail and done also need it unexpired", with the fencing rule
 // that an epoch older than the cell's last grant is EPOCH-MISMATCH first,
 // whatever the cell's state and holder.
-func holderCheck(c *mCell, actor string, epoch int64, live bool, now time.Time) string {
+func holderCheck(c *mCell, actor string, epoch int64, live bool, now time.Time) errs.Code {
 	switch {
 	case epoch < c.epoch:
 		return "EPOCH-MISMATCH"
@@ -456,8 +457,8 @@ func runRandomized(t *testing.T, seed uint64, steps int) {
 			o.apply = func() { c.state, c.lease = lease.Done, nil }
 		}
 
-		res, err := w.try(o.kind, o.actor, o.body)
-		if got := errs.Code(err); got != o.want {
+		res, err := w.try(chain.Kind(o.kind), o.actor, o.body)
+		if got := errs.CodeOf(err); got != o.want {
 			t.Fatalf("seed %d step %d: %s %s by %s at %s: got %q (%v), model says %q",
 				seed, step, o.kind, c.wave+"/"+c.id, o.actor, stamp(now), got, err, o.want)
 		}

@@ -15,7 +15,7 @@ import (
 
 // Draft is an entry to append, before the ledger gives it a place in the chain.
 type Draft struct {
-	Kind string
+	Kind chain.Kind
 	Body any
 	// Actor, if set, replaces the appender's actor (sync rebuilding entries
 	// that other local actors wrote).
@@ -58,7 +58,7 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
 	wl, err := gitstore.AcquireWriterLock(l.Files.WriterLock(), writerLockTimeout)
 	if errors.Is(err, gitstore.ErrRefLocked) {
-		return nil, errs.New("CONFLICT", "another tally writer held %s for %v", l.Ref, writerLockTimeout)
+		return nil, errs.New(errs.Conflict, "another tally writer held %s for %v", l.Ref, writerLockTimeout)
 	}
 	return wl, err
 }
@@ -69,10 +69,10 @@ func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
 // durability once per entry.
 func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, error) {
 	if err := chain.ValidActor(actor); err != nil {
-		return nil, errs.New("USAGE", "%v", err)
+		return nil, errs.New(errs.Usage, "%v", err)
 	}
 	if len(builds) == 0 {
-		return nil, errs.New("USAGE", "nothing to append")
+		return nil, errs.New(errs.Usage, "nothing to append")
 	}
 	wl, err := l.lockWriter()
 	if err != nil {
@@ -91,7 +91,7 @@ func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, err
 		time.Sleep(pause/2 + rand.N(pause))
 		pause = min(2*pause, 100*time.Millisecond)
 	}
-	return nil, errs.New("CONFLICT", "%s kept changing; gave up after %d attempts", l.Ref, appendAttempts)
+	return nil, errs.New(errs.Conflict, "%s kept changing; gave up after %d attempts", l.Ref, appendAttempts)
 }
 
 func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []BuildFunc) ([]*Appended, error) {
@@ -113,12 +113,12 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	_, err = l.Repo.UpdateRefWithPack(wl, l.Ref, parent, out[len(out)-1].Commit, pw)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrRefLocked) {
-			return nil, errs.Wrap("REF-LOCKED", err, "update %s", l.Ref)
+			return nil, errs.Wrap(errs.RefLocked, err, "update %s", l.Ref)
 		}
 		if errors.Is(err, gitstore.ErrRefChanged) {
 			return nil, err
 		}
-		return nil, errs.Wrap("INTERNAL", err, "update %s", l.Ref)
+		return nil, errs.Wrap(errs.Internal, err, "update %s", l.Ref)
 	}
 	// The new tip extends a checked one through Step: the writer's record
 	// moves to it, so the next append checks nothing. A record that fails
@@ -188,7 +188,7 @@ func (l *Ledger) checkSinceRecord(snap *Snapshot, what string) (checked bool, er
 	if _, err := l.VerifyRange(base, tip); err != nil {
 		e := errs.From(err)
 		msg := "refusing to " + what + " a ledger that does not verify (run tally verify): " + e.Message
-		if e.Code == "FORK-DETECTED" || e.Code == "ROLLBACK-DETECTED" {
+		if e.Code == errs.ForkDetected || e.Code == errs.RollbackDetected {
 			msg += fmt.Sprintf(" (if you moved %s on purpose, remove %s and %s)", l.Ref, l.writerRecordPath(), l.recordPath())
 		}
 		refused := errs.New(e.Code, "%s", msg)
@@ -212,7 +212,7 @@ type Prepared struct {
 // themselves (for example with git update-ref); Append is the normal path.
 func (l *Ledger) Prepare(actor string, build BuildFunc) (*Prepared, error) {
 	if err := chain.ValidActor(actor); err != nil {
-		return nil, errs.New("USAGE", "%v", err)
+		return nil, errs.New(errs.Usage, "%v", err)
 	}
 	tip, err := l.Tip()
 	if err != nil {
@@ -270,13 +270,13 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	}
 	if (draft.Kind == chain.KindGenesis) != parent.IsZero() {
 		if parent.IsZero() {
-			return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
+			return nil, errs.New(errs.NotInitialized, "no ledger at %s (run tally init)", l.Ref)
 		}
-		return nil, errs.New("ALREADY-INITIALIZED", "%s already holds a ledger", l.Ref)
+		return nil, errs.New(errs.AlreadyInitialized, "%s already holds a ledger", l.Ref)
 	}
 	body, err := chain.MarshalCanonical(draft.Body)
 	if err != nil {
-		return nil, errs.Wrap("USAGE", err, "entry body")
+		return nil, errs.Wrap(errs.Usage, err, "entry body")
 	}
 	e := &chain.Entry{V: chain.FormatVersion, Seq: snap.Meta.Size, Kind: draft.Kind, Prev: snap.Meta.Head,
 		TS: chain.FormatTime(now), Actor: actor, Nonce: newNonce(), Body: body}

@@ -40,7 +40,7 @@ func (l *Ledger) RemoteLedgers() (have []string, unreachable map[string]error) {
 // when none does. Remotes that cannot be reached are left out: this is a
 // hint, and the error stands either way.
 func (l *Ledger) cloneHint(err error) error {
-	if !errs.Is(err, "NOT-INITIALIZED") {
+	if !errs.Is(err, errs.NotInitialized) {
 		return err
 	}
 	have, _ := l.RemoteLedgers()
@@ -48,7 +48,7 @@ func (l *Ledger) cloneHint(err error) error {
 		return err
 	}
 	r := have[0]
-	return errs.New("NOT-INITIALIZED", "no ledger in this clone at %s, but remote %s has one (%s): work through it with `tally remote set %s`, or copy it with `git fetch %s '%s/*:%s/*'` and work locally (tally sync %s); do not run tally init, which would start a second ledger",
+	return errs.New(errs.NotInitialized, "no ledger in this clone at %s, but remote %s has one (%s): work through it with `tally remote set %s`, or copy it with `git fetch %s '%s/*:%s/*'` and work locally (tally sync %s); do not run tally init, which would start a second ledger",
 		l.Ref, r, strings.Join(have, ", "), r, r, l.Namespace, l.Namespace, r).With("remotes", have)
 }
 
@@ -61,12 +61,12 @@ func (l *Ledger) RefuseInitBesideRemote() error {
 	have, unreachable := l.RemoteLedgers()
 	if len(have) > 0 {
 		r := have[0]
-		return errs.New("LEDGER-ON-REMOTE", "remote %s already has a ledger at %s (%s): use it with `tally remote set %s` (or `git fetch %s '%s/*:%s/*'`); a new one could never be synced with it. To start a separate ledger anyway, pass --new-ledger",
+		return errs.New(errs.LedgerOnRemote, "remote %s already has a ledger at %s (%s): use it with `tally remote set %s` (or `git fetch %s '%s/*:%s/*'`); a new one could never be synced with it. To start a separate ledger anyway, pass --new-ledger",
 			r, l.Ref, strings.Join(have, ", "), r, r, l.Namespace, l.Namespace).With("remotes", have)
 	}
 	for _, name := range l.Repo.RemoteNames() { // the first, in configuration order
 		if err, ok := unreachable[name]; ok {
-			return errs.New("REMOTE-UNREACHABLE", "cannot tell whether remote %s already has a ledger: %v (pass --new-ledger to start one without asking)", name, err).With("remote", name)
+			return errs.New(errs.RemoteUnreachable, "cannot tell whether remote %s already has a ledger: %v (pass --new-ledger to start one without asking)", name, err).With("remote", name)
 		}
 	}
 	return nil

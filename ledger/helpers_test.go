@@ -530,4 +530,4 @@ func verifyFails(t testing.TB, dir string, code string, seq int, args ...string)
 }
 
 // errCode is the tally error code of err.
-func errCode(err error) string { return errs.From(err).Code }
+func errCode(err error) string { return string(errs.From(err).Code) }

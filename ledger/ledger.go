@@ -77,9 +77,9 @@ func OpenRepo(dir string) (*gitstore.Repo, error) {
 	repo, err := gitstore.Open(dir)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrUnsupported) {
-			return nil, errs.Wrap("NOT-SUPPORTED", err, "%s", dir)
+			return nil, errs.Wrap(errs.NotSupported, err, "%s", dir)
 		}
-		return nil, errs.Wrap("NOT-A-REPO", err, "cannot open repository")
+		return nil, errs.Wrap(errs.NotARepo, err, "cannot open repository")
 	}
 	return repo, nil
 }
@@ -93,7 +93,7 @@ func New(repo *gitstore.Repo, opt Options) (*Ledger, error) {
 	}
 	ns = strings.TrimSuffix(ns, "/")
 	if !refname.Valid(ns + "/ledger") {
-		return nil, errs.New("USAGE", "namespace %q does not form a valid ref name", ns)
+		return nil, errs.New(errs.Usage, "namespace %q does not form a valid ref name", ns)
 	}
 	now := opt.Now
 	if now == nil {
@@ -131,7 +131,7 @@ func (l *Ledger) Tip() (gitstore.ObjectID, error) {
 		return gitstore.ObjectID{}, nil
 	}
 	if err != nil {
-		return id, errs.Wrap("CORRUPT", err, "read %s", l.Ref)
+		return id, errs.Wrap(errs.Corrupt, err, "read %s", l.Ref)
 	}
 	return id, nil
 }
@@ -147,17 +147,17 @@ func (l *Ledger) SnapshotAt(commit gitstore.ObjectID) (*Snapshot, error) {
 	if !commit.IsZero() {
 		c, err := db.ReadCommit(commit)
 		if err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", commit)
+			return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", commit)
 		}
 		tree = c.Tree
 	}
 	s.Tree = gitstore.NewTree(db, tree)
 	b, ok, err := s.Tree.Get(chain.MetaKey)
 	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", commit)
+		return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", commit)
 	}
 	if s.Meta, err = chain.DecodeMeta(b, ok); err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", commit)
+		return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", commit)
 	}
 	return s, nil
 }
@@ -169,7 +169,7 @@ func (l *Ledger) Head() (*Snapshot, error) {
 		return nil, err
 	}
 	if tip.IsZero() {
-		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
+		return nil, errs.New(errs.NotInitialized, "no ledger at %s (run tally init)", l.Ref)
 	}
 	return l.SnapshotAt(tip)
 }
@@ -179,22 +179,22 @@ func (l *Ledger) Head() (*Snapshot, error) {
 // ledger's length. It checks the blob against the recorded entry hash.
 func (s *Snapshot) Entry(seq uint64) (*chain.Entry, chain.Hash, []byte, error) {
 	if seq >= s.Meta.Size {
-		return nil, chain.Hash{}, nil, errs.New("USAGE", "no entry %d (ledger has %d)", seq, s.Meta.Size)
+		return nil, chain.Hash{}, nil, errs.New(errs.Usage, "no entry %d (ledger has %d)", seq, s.Meta.Size)
 	}
 	h, loc, err := chain.EntryRecord(s, s.Meta.Size, seq)
 	if err != nil {
-		return nil, h, nil, errs.Wrap("CORRUPT", err, "entry %d", seq)
+		return nil, h, nil, errs.Wrap(errs.Corrupt, err, "entry %d", seq)
 	}
 	typ, raw, err := s.Tree.DB().Read(gitstore.ObjectID(loc))
 	if err != nil || typ != gitstore.BlobObject {
-		return nil, h, nil, errs.Wrap("CORRUPT", err, "entry %d blob %x", seq, loc)
+		return nil, h, nil, errs.Wrap(errs.Corrupt, err, "entry %d blob %x", seq, loc)
 	}
 	if chain.EntryHash(raw) != h {
-		return nil, h, nil, errs.New("HASH-MISMATCH", "entry %d does not match its recorded hash", seq).With("seq", seq)
+		return nil, h, nil, errs.New(errs.HashMismatch, "entry %d does not match its recorded hash", seq).With("seq", seq)
 	}
 	e, err := chain.Decode(raw)
 	if err != nil {
-		return nil, h, nil, errs.Wrap("CORRUPT", err, "entry %d", seq)
+		return nil, h, nil, errs.Wrap(errs.Corrupt, err, "entry %d", seq)
 	}
 	return e, h, raw, nil
 }

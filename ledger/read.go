@@ -16,17 +16,17 @@ type LogEntry struct {
 	Hash    chain.Hash `json:"hash"`
 	TS      string     `json:"ts"`
 	Actor   string     `json:"actor"`
-	Kind    string     `json:"kind"`
+	Kind    chain.Kind `json:"kind"`
 	Summary string     `json:"summary"`
 	Commit  string     `json:"commit"`
 }
 
 // LogFilter selects log entries; a zero field selects all.
 type LogFilter struct {
-	Actor string    // entries by this actor
-	Kind  string    // entries of this kind
-	Cell  string    // entries about this cell ("wave/cell", from the body)
-	Since time.Time // entries dated at or after this time
+	Actor string     // entries by this actor
+	Kind  chain.Kind // entries of this kind
+	Cell  string     // entries about this cell ("wave/cell", from the body)
+	Since time.Time  // entries dated at or after this time
 }
 
 // match reports whether e passes f. Since is not judged here: LogFrom stops
@@ -56,7 +56,7 @@ func (l *Ledger) Log(n int) ([]LogEntry, error) {
 // selects (the last n of them).
 func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int, f LogFilter) ([]LogEntry, error) {
 	if tip.IsZero() {
-		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
+		return nil, errs.New(errs.NotInitialized, "no ledger at %s (run tally init)", l.Ref)
 	}
 	db, err := l.Repo.Objects()
 	if err != nil {
@@ -66,15 +66,15 @@ func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int, f LogFilter) ([]LogEntry,
 	for cur := tip; !cur.IsZero() && (n <= 0 || len(out) < n); {
 		c, err := db.ReadCommit(cur)
 		if err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
+			return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}
 		raw, err := entryBytes(db, c.Tree)
 		if err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
+			return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}
 		e, err := chain.Decode(raw)
 		if err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
+			return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}
 		if !f.Since.IsZero() {
 			if ts, err := chain.ParseTime(e.TS); err == nil && ts.Before(f.Since) {

@@ -104,7 +104,7 @@ func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
 func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool) (*Report, error) {
 	known := l.readRemoteRecord(remote)
 	if tip.IsZero() && !known.IsZero() {
-		return nil, errs.New("ROLLBACK-DETECTED", "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
+		return nil, errs.New(errs.RollbackDetected, "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
 			With("verified", known.String())
 	}
 	if full {
@@ -128,7 +128,7 @@ func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
 		return nil, err
 	}
 	if tip.IsZero() && l.readRemoteRecord(remote).IsZero() {
-		return nil, errs.New("NOT-INITIALIZED", "remote %s has no ledger at %s", remote, l.Ref)
+		return nil, errs.New(errs.NotInitialized, "remote %s has no ledger at %s", remote, l.Ref)
 	}
 	rep, err := l.verifyRemoteTip(remote, tip, full)
 	if rep == nil && err == nil { // nothing new since the record: the range is empty
@@ -141,18 +141,18 @@ func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
 func remoteError(err error) error {
 	switch {
 	case errors.Is(err, gitstore.ErrRemoteUnreachable):
-		return errs.Wrap("REMOTE-UNREACHABLE", err, "remote")
+		return errs.Wrap(errs.RemoteUnreachable, err, "remote")
 	case errors.Is(err, gitstore.ErrRemoteDenied):
 		// Credentials or permissions: retrying unchanged cannot help.
-		return errs.Wrap("REMOTE-DENIED", err, "remote")
+		return errs.Wrap(errs.RemoteDenied, err, "remote")
 	case errors.Is(err, gitstore.ErrPushRejected) && strings.Contains(err.Error(), ": HOOK-TIMEOUT: "):
 		// The server's hook ran out of time (hooks.CheckWithin): the same
 		// push may pass when the server is less busy.
-		return errs.New("HOOK-TIMEOUT", "%v", err)
+		return errs.New(errs.HookTimeout, "%v", err)
 	case errors.Is(err, gitstore.ErrPushRejected):
-		return errs.New("REMOTE-REJECTED", "%v", err)
+		return errs.New(errs.RemoteRejected, "%v", err)
 	case errors.Is(err, gitstore.ErrNoRemote):
-		return errs.New("USAGE", "%v", err)
+		return errs.New(errs.Usage, "%v", err)
 	}
 	return errs.From(err)
 }
@@ -275,7 +275,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		lost++
 		time.Sleep(time.Duration(rand.N(1<<min(lost, 5))) * min(slot, 500*time.Millisecond))
 	}
-	return nil, errs.New("CONFLICT", "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
+	return nil, errs.New(errs.Conflict, "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
 }
 
 // LostRaceMessage is the stable text of the server hook's refusal of a push
@@ -319,7 +319,7 @@ func (l *Ledger) holds(tip gitstore.ObjectID, seq uint64, h chain.Hash) (bool, e
 	}
 	got, _, err := chain.EntryRecord(snap, snap.Meta.Size, seq)
 	if err != nil {
-		return false, errs.Wrap("CORRUPT", err, "tiles of %s", tip)
+		return false, errs.Wrap(errs.Corrupt, err, "tiles of %s", tip)
 	}
 	return got == h, nil
 }

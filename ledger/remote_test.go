@@ -353,7 +353,7 @@ func remoteCode(err error) string {
 	if err == nil {
 		return ""
 	}
-	return errs.From(err).Code
+	return string(errs.From(err).Code)
 }
 
 // TestRemoteLostAcknowledgement: a push that the server applied but whose

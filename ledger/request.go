@@ -52,8 +52,8 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		return nil, remoteError(pushErr)
 	case pushErr == nil && !res.OK:
 		if rest, ok := strings.CutPrefix(res.Reason, RequestRefusalPrefix); ok {
-			if code, msg, ok := strings.Cut(rest, ": "); ok && errs.Known(code) {
-				return nil, errs.New(code, "remote %s: %s", remote, msg)
+			if code, msg, ok := strings.Cut(rest, ": "); ok && errs.Known(errs.Code(code)) {
+				return nil, errs.New(errs.Code(code), "remote %s: %s", remote, msg)
 			}
 		}
 		if strings.Contains(res.Reason, "hook declined") {
@@ -65,7 +65,7 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		pushErr = fmt.Errorf("%w: the server answered %q", gitstore.ErrRemoteUnreachable, res.Reason)
 	case pushErr == nil && res.Ref != l.Ref:
 		// A server without the sequencer stores the request as a plain ref.
-		return nil, errs.New("USAGE", "remote %s does not sequence requests: it stored %s as a ref (unset git config %s here, and delete that ref on the server)",
+		return nil, errs.New(errs.Usage, "remote %s does not sequence requests: it stored %s as a ref (unset git config %s here, and delete that ref on the server)",
 			remote, res.Ref, SequencerConfig)
 	}
 	fetched, err := l.FetchRemote(remote)
@@ -80,10 +80,10 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		old, err1 := gitstore.ParseObjectID(res.Old)
 		new, err2 := gitstore.ParseObjectID(res.New)
 		if err1 != nil || err2 != nil {
-			return nil, errs.New("REMOTE-REJECTED", "remote %s answered the request without the ledger's old and new value (%q..%q)", remote, res.Old, res.New)
+			return nil, errs.New(errs.RemoteRejected, "remote %s answered the request without the ledger's old and new value (%q..%q)", remote, res.Old, res.New)
 		}
 		if in, err := l.holdsCommit(fetched, new); err != nil || !in {
-			return nil, errs.New("REMOTE-REJECTED", "remote %s reported entry commit %s, which its ledger %s does not hold", remote, new, fetched)
+			return nil, errs.New(errs.RemoteRejected, "remote %s reported entry commit %s, which its ledger %s does not hold", remote, new, fetched)
 		}
 		from, tip = old, new
 		mine = func(*Applied) bool { return true }
@@ -101,7 +101,7 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		if pushErr == nil {
 			pushErr = errors.New("the reported range holds no entry")
 		}
-		return nil, errs.Wrap("REMOTE-UNREACHABLE", pushErr, "remote %s: the request's outcome is unknown and its entry is not in the ledger", remote)
+		return nil, errs.Wrap(errs.RemoteUnreachable, pushErr, "remote %s: the request's outcome is unknown and its entry is not in the ledger", remote)
 	}
 	if found.Commit, err = l.commitAtSeq(tip, found.Entry.Seq); err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func (l *Ledger) commitAtSeq(tip gitstore.ObjectID, seq uint64) (gitstore.Object
 	for n := snap.Meta.Size - 1; n > seq; n-- {
 		c, err := db.ReadCommit(id)
 		if err != nil || len(c.Parents) == 0 {
-			return tip, errs.New("CORRUPT", "ledger commit %s: no parent at seq %d", id, n)
+			return tip, errs.New(errs.Corrupt, "ledger commit %s: no parent at seq %d", id, n)
 		}
 		id = c.Parents[0]
 	}

@@ -40,13 +40,13 @@ func sigRuleAt(st chain.KV, actor string) (*sigRule, error) {
 func (r *sigRule) checkSigner(signer *identity.Signer) error {
 	if signer == nil {
 		if r.required {
-			return errs.New("KEY-REQUIRED", "signatures are required: sign with --sign-key (or TALLY_SIGNING_KEY)")
+			return errs.New(errs.KeyRequired, "signatures are required: sign with --sign-key (or TALLY_SIGNING_KEY)")
 		}
 		return nil
 	}
 	if len(r.keys) == 0 {
 		if r.required {
-			return errs.New("KEY-UNKNOWN", "%s has no registered key to check the signature against (tally keys add)", r.actor)
+			return errs.New(errs.KeyUnknown, "%s has no registered key to check the signature against (tally keys add)", r.actor)
 		}
 		return nil
 	}
@@ -55,7 +55,7 @@ func (r *sigRule) checkSigner(signer *identity.Signer) error {
 			return nil
 		}
 	}
-	return errs.New("KEY-UNKNOWN", "the signing key is not a registered key of %s (tally keys show %s)", r.actor, r.actor)
+	return errs.New(errs.KeyUnknown, "the signing key is not a registered key of %s (tally keys show %s)", r.actor, r.actor)
 }
 
 // check applies the rule to a ledger commit. A signature is checked whenever
@@ -68,21 +68,21 @@ func (r *sigRule) checkSigner(signer *identity.Signer) error {
 func (r *sigRule) check(c *gitstore.Commit) error {
 	if c.Signature == "" {
 		if r.required {
-			return errs.New("UNSIGNED", "signatures are required and the commit of %s's entry is not signed", r.actor)
+			return errs.New(errs.Unsigned, "signatures are required and the commit of %s's entry is not signed", r.actor)
 		}
 		return nil
 	}
 	var err error
 	if len(r.keys) == 0 {
 		if r.required {
-			return errs.New("BAD-SIGNATURE", "%s has no registered key to check the signature against", r.actor)
+			return errs.New(errs.BadSignature, "%s has no registered key to check the signature against", r.actor)
 		}
 		err = identity.CheckCommitSignature(c.Signature)
 	} else {
 		_, err = identity.VerifyCommit(c.Payload(), c.Signature, r.keys)
 	}
 	if errors.Is(err, identity.ErrBadSignature) {
-		return errs.New("BAD-SIGNATURE", "entry of %s: %v", r.actor, err)
+		return errs.New(errs.BadSignature, "entry of %s: %v", r.actor, err)
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/identity"
@@ -35,7 +36,7 @@ func sigKey(t *testing.T, dir, name string) (*identity.Signer, string) {
 	return s, pub
 }
 
-func sigDraft(kind string, body any) ledger.BuildFunc {
+func sigDraft(kind chain.Kind, body any) ledger.BuildFunc {
 	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
 		return &ledger.Draft{Kind: kind, Body: body}, nil
 	}
@@ -191,7 +192,7 @@ func sigWriteCommit(t *testing.T, l *ledger.Ledger, raw []byte) gitstore.ObjectI
 
 // sigVerifyFails points the ledger at forged (whose parent is p.Parent) and
 // requires verify to fail with code at p's seq, then puts the ref back.
-func sigVerifyFails(t *testing.T, dir string, l *ledger.Ledger, p *ledger.Prepared, forged gitstore.ObjectID, code string) {
+func sigVerifyFails(t *testing.T, dir string, l *ledger.Ledger, p *ledger.Prepared, forged gitstore.ObjectID, code errs.Code) {
 	t.Helper()
 	testrepo.Git(t, dir, "update-ref", l.Ref, forged.String())
 	_, err := l.Verify(true)

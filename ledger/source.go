@@ -108,7 +108,7 @@ func (s remoteSource) Head() (*Snapshot, error) {
 		return nil, err
 	}
 	if tip.IsZero() {
-		return nil, errs.New("NOT-INITIALIZED", "remote %s has no ledger at %s", s.remote, s.l.Ref)
+		return nil, errs.New(errs.NotInitialized, "remote %s has no ledger at %s", s.remote, s.l.Ref)
 	}
 	return s.l.SnapshotAt(tip)
 }

@@ -48,9 +48,9 @@ func decodeEntry(raw []byte) (*chain.Entry, error) {
 	e, err := chain.Decode(raw)
 	if err != nil {
 		if errors.Is(err, chain.ErrNonCanonical) {
-			return nil, errs.New("NONCANONICAL", "%v", err)
+			return nil, errs.New(errs.Noncanonical, "%v", err)
 		}
-		return nil, errs.Wrap("CORRUPT", err, "malformed entry")
+		return nil, errs.Wrap(errs.Corrupt, err, "malformed entry")
 	}
 	return e, nil
 }
@@ -60,10 +60,10 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 	if meta == nil {
 		mb, ok, err := t.Get(chain.MetaKey)
 		if err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "read chain meta")
+			return nil, errs.Wrap(errs.Corrupt, err, "read chain meta")
 		}
 		if meta, err = chain.DecodeMeta(mb, ok); err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "chain meta")
+			return nil, errs.Wrap(errs.Corrupt, err, "chain meta")
 		}
 	}
 	if err := meta.Check(e); err != nil {
@@ -79,7 +79,7 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 	}
 	tiles, err := chain.AppendTiles(t, meta.Size, h, gitstore.HashObject(gitstore.BlobObject, raw))
 	if err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "Merkle tiles")
+		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
 	metaBytes, err := next.Encode()
 	if err != nil {
@@ -92,19 +92,19 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 			err = t.Set(k, v)
 		}
 		if err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "apply %s", k)
+			return nil, errs.Wrap(errs.Corrupt, err, "apply %s", k)
 		}
 	}
 	for k, v := range tiles {
 		if err := t.Set(k, v); err != nil {
-			return nil, errs.Wrap("CORRUPT", err, "apply %s", k)
+			return nil, errs.Wrap(errs.Corrupt, err, "apply %s", k)
 		}
 	}
 	if err := t.Set(chain.MetaKey, metaBytes); err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "apply meta")
+		return nil, errs.Wrap(errs.Corrupt, err, "apply meta")
 	}
 	if err := t.Set(EntryKey, raw); err != nil {
-		return nil, errs.Wrap("CORRUPT", err, "apply entry")
+		return nil, errs.Wrap(errs.Corrupt, err, "apply entry")
 	}
 	return &Applied{Entry: e, Hash: h, Meta: next, Result: res}, nil
 }
@@ -114,5 +114,5 @@ func linkError(err error) error {
 	if errors.As(err, &le) {
 		return errs.New(le.Code, "%s", le.Msg)
 	}
-	return errs.Wrap("CORRUPT", err, "chain")
+	return errs.Wrap(errs.Corrupt, err, "chain")
 }

@@ -20,7 +20,7 @@ func TestNoteTextFsckClean(t *testing.T) {
 	before := tip(t, dir)
 	for _, text := range []string{"a\x00b", "first line\nthen \x00"} {
 		_, err := l.Append("agent", noteDraft(text))
-		if errs.Code(err) != "USAGE" || !strings.Contains(err.Error(), "NUL") {
+		if errs.CodeOf(err) != "USAGE" || !strings.Contains(err.Error(), "NUL") {
 			t.Fatalf("note %q: %v, want USAGE naming NUL", text, err)
 		}
 		if got := tip(t, dir); got != before {

@@ -27,10 +27,10 @@ type SyncReport struct {
 
 // RebuiltEntry is a local entry that now sits at another seq.
 type RebuiltEntry struct {
-	OldSeq uint64 `json:"old_seq"`
-	NewSeq uint64 `json:"new_seq"`
-	Kind   string `json:"kind"`
-	Actor  string `json:"actor"`
+	OldSeq uint64     `json:"old_seq"`
+	NewSeq uint64     `json:"new_seq"`
+	Kind   chain.Kind `json:"kind"`
+	Actor  string     `json:"actor"`
 }
 
 // DroppedEntry is a local entry the rules no longer allow on the remote's
@@ -38,10 +38,10 @@ type RebuiltEntry struct {
 // old local history (reflog-free, so copy it from the report if it matters).
 type DroppedEntry struct {
 	OldSeq  uint64          `json:"old_seq"`
-	Kind    string          `json:"kind"`
+	Kind    chain.Kind      `json:"kind"`
 	Actor   string          `json:"actor"`
 	Body    json.RawMessage `json:"body"`
-	Code    string          `json:"code"`
+	Code    errs.Code       `json:"code"`
 	Message string          `json:"message"`
 }
 
@@ -53,19 +53,19 @@ type DroppedEntry struct {
 // local entries carrying dead-holder evidence are always rebuilt, that claim
 // without its evidence (withoutDeadEvidence).
 func (l *Ledger) Sync(remote string) (*SyncReport, error) {
-	if _, err := l.Verify(false); err != nil && !errs.Is(err, "NOT-INITIALIZED") {
+	if _, err := l.Verify(false); err != nil && !errs.Is(err, errs.NotInitialized) {
 		return nil, err
 	}
 	pause := 2 * time.Millisecond
 	for attempt := 0; attempt < remoteAttempts; attempt++ {
 		rep, err := l.syncOnce(remote)
-		if err == nil || !errs.Is(err, "CONFLICT") {
+		if err == nil || !errs.Is(err, errs.Conflict) {
 			return rep, err
 		}
 		time.Sleep(pause/2 + rand.N(pause))
 		pause = min(2*pause, 200*time.Millisecond)
 	}
-	return nil, errs.New("CONFLICT", "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
+	return nil, errs.New(errs.Conflict, "remote %s: %s kept changing; gave up after %d attempts", remote, l.Ref, remoteAttempts)
 }
 
 // syncOnce makes one attempt; a lost race is a CONFLICT error (retried).
@@ -80,7 +80,7 @@ func (l *Ledger) syncOnce(remote string) (*SyncReport, error) {
 		return nil, err
 	}
 	if ltip.IsZero() && rtip.IsZero() {
-		return nil, errs.New("NOT-INITIALIZED", "neither the local ledger nor remote %s has one", remote)
+		return nil, errs.New(errs.NotInitialized, "neither the local ledger nor remote %s has one", remote)
 	}
 	lsnap, err := l.SnapshotAt(ltip)
 	if err != nil {
@@ -107,7 +107,7 @@ func (l *Ledger) syncOnce(remote string) (*SyncReport, error) {
 			return nil, err
 		}
 	case common == 0:
-		return nil, errs.New("FORK-DETECTED", "the local ledger and remote %s's start from different genesis entries: they are different ledgers", remote)
+		return nil, errs.New(errs.ForkDetected, "the local ledger and remote %s's start from different genesis entries: they are different ledgers", remote)
 	default: // both moved, or the local entries carry dead-holder evidence
 		rep.Action = "rebuilt"
 		if newTip, err = l.rebuild(lsnap, rsnap, common, rep); err != nil {
@@ -144,7 +144,7 @@ func commonPrefix(a, b *Snapshot) (uint64, error) {
 		ha, _, err1 := chain.EntryRecord(a, a.Meta.Size, uint64(i))
 		hb, _, err2 := chain.EntryRecord(b, b.Meta.Size, uint64(i))
 		if err1 != nil || err2 != nil {
-			failed = errs.New("CORRUPT", "Merkle tiles at entry %d: %v %v", i, err1, err2)
+			failed = errs.New(errs.Corrupt, "Merkle tiles at entry %d: %v %v", i, err1, err2)
 			return true
 		}
 		return ha != hb
@@ -180,12 +180,12 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 		ap, err := l.build(snap, parent, e.Actor, build, pw)
 		if err != nil {
 			x := errs.From(err)
-			if x.Code == "CORRUPT" || x.Code == "INTERNAL" {
+			if x.Code == errs.Corrupt || x.Code == errs.Internal {
 				return parent, err
 			}
 			code, msg := x.Code, x.Message
 			if stripped != nil {
-				code, msg = "DEAD-HOLDER-REMOTE", "a dead-holder takeover is not sent to a remote, and without its evidence the claim is refused: "+x.Code+": "+x.Message
+				code, msg = errs.DeadHolderRemote, "a dead-holder takeover is not sent to a remote, and without its evidence the claim is refused: "+string(x.Code)+": "+x.Message
 			}
 			rep.Dropped = append(rep.Dropped, DroppedEntry{OldSeq: seq, Kind: e.Kind, Actor: e.Actor, Body: e.Body, Code: code, Message: msg})
 			m.add(counted(int(seq-common), n))
@@ -210,12 +210,12 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 // can check the evidence), so sync sends such a claim only as what entry
 // time alone allows: a claim of a free cell or of an expired lease.
 func withoutDeadEvidence(e *chain.Entry) (*lease.ClaimBody, error) {
-	if e.Kind != "claim" {
+	if e.Kind != chain.KindClaim {
 		return nil, nil
 	}
 	var b lease.ClaimBody
 	if err := json.Unmarshal(e.Body, &b); err != nil {
-		return nil, errs.New("CORRUPT", "claim body of entry %d: %v", e.Seq, err)
+		return nil, errs.New(errs.Corrupt, "claim body of entry %d: %v", e.Seq, err)
 	}
 	if b.Mode != lease.ModeReclaimDead || b.Dead == nil {
 		return nil, nil
@@ -258,7 +258,7 @@ func (l *Ledger) pushTo(remote string, old, tip gitstore.ObjectID) error {
 	case old:
 		return remoteError(pushErr)
 	}
-	return errs.New("CONFLICT", "remote %s moved during sync", remote)
+	return errs.New(errs.Conflict, "remote %s moved during sync", remote)
 }
 
 // moveLocal sets the local ledger to tip if it still is old, and records tip
@@ -274,7 +274,7 @@ func (l *Ledger) moveLocal(old, tip gitstore.ObjectID) error {
 	}
 	defer wl.Release()
 	if err := l.Repo.UpdateRef(wl, l.Ref, old, tip); err != nil {
-		return errs.Wrap("CONFLICT", err, "local ledger moved during sync")
+		return errs.Wrap(errs.Conflict, err, "local ledger moved during sync")
 	}
 	// tip is verified, and the local entries it replaces were dropped on
 	// purpose: both records move to it (or the writer would take the move

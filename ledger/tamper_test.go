@@ -369,7 +369,7 @@ func TestVerifyIncrementalForkDetected(t *testing.T) {
 	// The writer refuses to extend the fork; one made longer than the
 	// verified history by other means is still a fork.
 	l := openLedger(t, dir)
-	if _, err := l.Append("forger", noteDraft("longer")); errs.Code(err) != "FORK-DETECTED" {
+	if _, err := l.Append("forger", noteDraft("longer")); errs.CodeOf(err) != "FORK-DETECTED" {
 		t.Fatalf("append on a fork: %v, want FORK-DETECTED", err)
 	}
 	p, err := l.Prepare("forger", noteDraft("longer"))

@@ -56,7 +56,7 @@ func (l *Ledger) Verify(full bool) (*Report, error) {
 		return nil, err
 	}
 	if tip.IsZero() {
-		return nil, errs.New("NOT-INITIALIZED", "no ledger at %s (run tally init)", l.Ref)
+		return nil, errs.New(errs.NotInitialized, "no ledger at %s (run tally init)", l.Ref)
 	}
 	var base gitstore.ObjectID
 	stale := false
@@ -316,7 +316,7 @@ func walkBack(db *gitstore.ObjectDB, tip, stop gitstore.ObjectID, emit func(seg 
 	for cur := tip; cur != stop; {
 		c, err := db.ReadCommit(cur)
 		if err != nil {
-			return false, errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
+			return false, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}
 		seg = append(seg, walked{cur, c})
 		if len(c.Parents) == 0 {
@@ -343,10 +343,10 @@ func walkBack(db *gitstore.ObjectDB, tip, stop gitstore.ObjectID, emit func(seg 
 func (l *Ledger) divergence(db *gitstore.ObjectDB, base, tip gitstore.ObjectID, baseSize uint64) error {
 	found, err := walkBack(db, base, tip, func([]walked, gitstore.ObjectID) error { return nil })
 	if err == nil && found {
-		return errs.New("ROLLBACK-DETECTED", "%s was moved back from %s (verified, %d entries) to an ancestor %s",
+		return errs.New(errs.RollbackDetected, "%s was moved back from %s (verified, %d entries) to an ancestor %s",
 			l.Ref, base, baseSize, tip).With("verified_size", baseSize)
 	}
-	return errs.New("FORK-DETECTED", "%s at %s does not extend the verified %s (%d entries)", l.Ref, tip, base, baseSize).
+	return errs.New(errs.ForkDetected, "%s at %s does not extend the verified %s (%d entries)", l.Ref, tip, base, baseSize).
 		With("verified_size", baseSize)
 }
 
@@ -401,7 +401,7 @@ func (v *verifier) run(commits []walked) error {
 			f := fetched{commit: w.commit}
 			if f.commit == nil {
 				if f.commit, f.err = v.db.ReadCommit(w.id); f.err != nil {
-					f.err = errs.Wrap("CORRUPT", f.err, "ledger commit %s", w.id)
+					f.err = errs.Wrap(errs.Corrupt, f.err, "ledger commit %s", w.id)
 				}
 			}
 			if f.err == nil {
@@ -439,7 +439,7 @@ type fetched struct {
 	err    error
 }
 
-func (v *verifier) fail(code, format string, args ...any) *errs.Error {
+func (v *verifier) fail(code errs.Code, format string, args ...any) *errs.Error {
 	return errs.New(code, "entry %d: "+format, append([]any{v.pos}, args...)...).With("seq", v.pos)
 }
 
@@ -447,30 +447,30 @@ func (v *verifier) fail(code, format string, args ...any) *errs.Error {
 func (v *verifier) check(w walked, f fetched) error {
 	c := w.commit
 	if want := min(v.pos, 1); uint64(len(c.Parents)) != want {
-		return v.fail("HISTORY-NONLINEAR", "commit %s has %d parents, a ledger commit has exactly %d", w.id, len(c.Parents), want)
+		return v.fail(errs.HistoryNonlinear, "commit %s has %d parents, a ledger commit has exactly %d", w.id, len(c.Parents), want)
 	}
 	raw, err := f.raw, f.err
 	if err != nil {
-		return v.fail("CORRUPT", "commit %s: %v", w.id, err)
+		return v.fail(errs.Corrupt, "commit %s: %v", w.id, err)
 	}
 	if len(raw) >= largeEntry {
 		defer collectGarbage()()
 	}
 	e, err := decodeEntry(raw)
-	if errs.Code(err) == "NONCANONICAL" {
-		return v.fail("NONCANONICAL", "stored bytes are not canonical JSON")
+	if errs.CodeOf(err) == errs.Noncanonical {
+		return v.fail(errs.Noncanonical, "stored bytes are not canonical JSON")
 	}
 	decodeErr := err // reported after the hash check, as step would
 	sig := v.sigRules[c.Author.Name]
 	if sig == nil {
 		if sig, err = sigRuleAt(v.tree, c.Author.Name); err != nil {
-			return v.fail("CORRUPT", "%v", err)
+			return v.fail(errs.Corrupt, "%v", err)
 		}
 		v.sigRules[c.Author.Name] = sig
 	}
 	h := chain.EntryHash(raw)
 	if trailers := gitstore.Trailers(c.Message); trailers["Tally-Entry"] != h.String() {
-		return v.fail("HASH-MISMATCH", "entry hashes to %s, commit %s records %q", h, w.id, trailers["Tally-Entry"])
+		return v.fail(errs.HashMismatch, "entry hashes to %s, commit %s records %q", h, w.id, trailers["Tally-Entry"])
 	}
 	var applied *Applied
 	if err = decodeErr; err == nil {
@@ -479,17 +479,17 @@ func (v *verifier) check(w walked, f fetched) error {
 	if err != nil {
 		e := errs.From(err)
 		switch e.Code {
-		case "NONCANONICAL", "CORRUPT", "SEQ-GAP", "LINK-BROKEN", "TIME-REVERSED", "RULE-VIOLATION":
+		case errs.Noncanonical, errs.Corrupt, errs.SeqGap, errs.LinkBroken, errs.TimeReversed, errs.RuleViolation:
 			return v.fail(e.Code, "%s", e.Message)
 		}
-		return v.fail("RULE-VIOLATION", "breaks rule %s: %s", e.Code, e.Message).With("rule", e.Code)
+		return v.fail(errs.RuleViolation, "breaks rule %s: %s", e.Code, e.Message).With("rule", e.Code)
 	}
 	tree, err := v.hashTree()
 	if err != nil {
 		return err
 	}
 	if tree != c.Tree {
-		return v.fail("STATE-MISMATCH", "commit %s has tree %s, replaying the entries gives %s", w.id, c.Tree, tree)
+		return v.fail(errs.StateMismatch, "commit %s has tree %s, replaying the entries gives %s", w.id, c.Tree, tree)
 	}
 	if err := v.checkStored(w); err != nil {
 		return err
@@ -504,9 +504,9 @@ func (v *verifier) check(w walked, f fetched) error {
 	want.Signature = c.Signature
 	if !bytes.Equal(want.Encode(), c.Raw()) {
 		if !bytes.Equal(want.Payload(), c.Payload()) {
-			return v.fail("COMMIT-MISMATCH", "commit %s does not match its entry (author, committer, message or trailers)", w.id)
+			return v.fail(errs.CommitMismatch, "commit %s does not match its entry (author, committer, message or trailers)", w.id)
 		}
-		return v.fail("BAD-SIGNATURE", "commit %s of %s's entry has a signature header FORMAT.md §4 does not allow "+
+		return v.fail(errs.BadSignature, "commit %s of %s's entry has a signature header FORMAT.md §4 does not allow "+
 			"(a second gpgsig, a gpgsig-sha256, or a gpgsig out of place)", w.id, c.Author.Name)
 	}
 	if err := sig.check(c); err != nil {
@@ -543,11 +543,11 @@ func (v *verifier) checkStored(w walked) error {
 		return nil
 	}
 	if got := gitstore.HashObject(gitstore.CommitObject, w.commit.Raw()); got != w.id {
-		return v.fail("CORRUPT", "commit %s is damaged: its content hashes to %s", w.id, got)
+		return v.fail(errs.Corrupt, "commit %s is damaged: its content hashes to %s", w.id, got)
 	}
 	for _, id := range v.stored {
 		if _, _, err := v.db.ReadVerified(id); err != nil {
-			return v.fail("CORRUPT", "commit %s: stored state object %s: %v", w.id, id, err)
+			return v.fail(errs.Corrupt, "commit %s: stored state object %s: %v", w.id, id, err)
 		}
 	}
 	v.stored = v.stored[:0]

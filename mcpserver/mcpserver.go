@@ -284,7 +284,7 @@ func errorObjects(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		e, ok := r.GetError().(*errs.Error)
 		if !ok {
-			e = errs.New("USAGE", "%v", r.GetError())
+			e = errs.New(errs.Usage, "%v", r.GetError())
 		}
 		text, jerr := json.Marshal(tally.ErrorObject(e))
 		if jerr != nil {
@@ -391,7 +391,7 @@ func add[In any, Out any](s *Server, name, desc string, h func(context.Context, 
 			}
 			obj, err := tally.ResultObject(o)
 			if err != nil {
-				return nil, nil, errs.Wrap("INTERNAL", err, "%s: result", name)
+				return nil, nil, errs.Wrap(errs.Internal, err, "%s: result", name)
 			}
 			return nil, obj, nil
 		})

@@ -200,7 +200,7 @@ func (s *Server) tools() {
 	add(s, "lock", "Lease repository paths, all or none; a pattern you hold is renewed (tally lock).",
 		func(_ context.Context, in LockIn) (out *tally.LockResult, err error) {
 			if in.WaitSeconds > 0 && in.Epochs != nil { // the schema admits no negative wait
-				return nil, errs.New("USAGE", "wait_seconds excludes epochs")
+				return nil, errs.New(errs.Usage, "wait_seconds excludes epochs")
 			}
 			err = s.call(func(c *tally.Client) error {
 				if in.Epochs != nil {
@@ -252,7 +252,7 @@ const tailMax = 4096
 // timeout, kills the command's process group.
 func (s *Server) run(ctx context.Context, in RunIn) (*RunOut, error) {
 	if len(in.Argv) == 0 { // the schema admits no negative timeout
-		return nil, errs.New("USAGE", "give argv, the command to run")
+		return nil, errs.New(errs.Usage, "give argv, the command to run")
 	}
 	if in.TimeoutSeconds > 0 {
 		var cancel context.CancelFunc
@@ -267,7 +267,7 @@ func (s *Server) run(ctx context.Context, in RunIn) (*RunOut, error) {
 	child.Cancel = func() error { return syscall.Kill(-child.Process.Pid, syscall.SIGKILL) }
 	child.WaitDelay = 5 * time.Second
 	res, err := s.c.Run(in.Wave, in.Cell, in.Epoch, child, s.lend)
-	if errs.Is(err, "COMMAND-FAILED") {
+	if errs.Is(err, errs.CommandFailed) {
 		// The tails are what an agent reads to see why; the CLI streams them.
 		return nil, errs.From(err).With("stdout_tail", outTail.String()).With("stderr_tail", errTail.String())
 	}

@@ -48,7 +48,7 @@ func Prepare(l *ledger.Ledger, req Request) (*Prepared, error) {
 	if req.Base != "" {
 		b, err := l.Repo.ResolveCommit(req.Base)
 		if err != nil {
-			return nil, errs.Wrap("COMMIT-MISSING", err, "receipt base")
+			return nil, errs.Wrap(errs.CommitMissing, err, "receipt base")
 		}
 		p.body.Base = b.String()
 	}
@@ -105,20 +105,20 @@ func (p *Prepared) Body(s *ledger.Snapshot) (*lease.DoneBody, error) {
 func readEvidenceFile(path string) ([]lease.Evidence, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, errs.New("USAGE", "evidence file: %v", err)
+		return nil, errs.New(errs.Usage, "evidence file: %v", err)
 	}
 	b = bytes.TrimSpace(b)
 	var raws []json.RawMessage
 	if len(b) > 0 && b[0] == '{' {
 		raws = []json.RawMessage{b}
 	} else if err := json.Unmarshal(b, &raws); err != nil {
-		return nil, errs.New("USAGE", "evidence file %s: want an evidence object or an array of them: %v", path, err)
+		return nil, errs.New(errs.Usage, "evidence file %s: want an evidence object or an array of them: %v", path, err)
 	}
 	list := make([]lease.Evidence, 0, len(raws))
 	for i, raw := range raws {
 		ev, err := decodeEvidence(raw)
 		if err != nil {
-			return nil, errs.New("USAGE", "evidence file %s, item %d: %v", path, i, err).With("item", i)
+			return nil, errs.New(errs.Usage, "evidence file %s, item %d: %v", path, i, err).With("item", i)
 		}
 		list = append(list, ev)
 	}

@@ -70,7 +70,7 @@ func PendingEvidence(local gitstore.LocalPaths, wave, cell string, epoch int64) 
 		}
 		var ev lease.Evidence
 		if err := json.Unmarshal(b, &ev); err != nil {
-			return nil, nil, errs.Wrap("CORRUPT", err, "pending evidence %s (remove the file to drop that run)", n)
+			return nil, nil, errs.Wrap(errs.Corrupt, err, "pending evidence %s (remove the file to drop that run)", n)
 		}
 		out = append(out, ev)
 	}

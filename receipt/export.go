@@ -70,9 +70,9 @@ func Attest(res *VerifyResult, cell string) (*Statement, error) {
 	}
 	if pick == nil {
 		if cell != "" {
-			return nil, errs.New("RECEIPT-MISSING", "%s has no receipt for cell %s (receipts: %v)", res.Commit, cell, cells).With("cells", cells)
+			return nil, errs.New(errs.ReceiptMissing, "%s has no receipt for cell %s (receipts: %v)", res.Commit, cell, cells).With("cells", cells)
 		}
-		return nil, errs.New("USAGE", "%s has %d receipts; choose one with --cell: %v", res.Commit, len(cells), cells).With("cells", cells)
+		return nil, errs.New(errs.Usage, "%s has %d receipts; choose one with --cell: %v", res.Commit, len(cells), cells).With("cells", cells)
 	}
 	b := &pick.DoneBody
 	return &Statement{

@@ -140,7 +140,7 @@ func MissingNotes(l *ledger.Ledger, s *ledger.Snapshot) ([]NoteAdd, error) {
 		for _, name := range names {
 			commit, err := gitstore.ParseObjectID(name)
 			if err != nil {
-				return nil, errs.Wrap("CORRUPT", err, "receipts index entry %q", name)
+				return nil, errs.Wrap(errs.Corrupt, err, "receipts index entry %q", name)
 			}
 			ix, err := lease.ReadReceipts(s, lease.ReceiptKey(name))
 			if err != nil {
@@ -192,7 +192,7 @@ func CheckNotesPush(db *gitstore.ObjectDB, s *ledger.Snapshot, old, new gitstore
 		}
 		c, err := db.ReadCommit(id)
 		if err != nil {
-			return id, errs.Wrap("RECEIPT-INVALID", err, "%s must point at a notes commit", NotesRef)
+			return id, errs.Wrap(errs.ReceiptInvalid, err, "%s must point at a notes commit", NotesRef)
 		}
 		return c.Tree, nil
 	}
@@ -206,7 +206,7 @@ func CheckNotesPush(db *gitstore.ObjectDB, s *ledger.Snapshot, old, new gitstore
 	}
 	changed, err := gitstore.DiffTrees(db, oldTree, newTree)
 	if err != nil {
-		return errs.Wrap("RECEIPT-INVALID", err, "%s tree", NotesRef)
+		return errs.Wrap(errs.ReceiptInvalid, err, "%s tree", NotesRef)
 	}
 	before, after := gitstore.NewTree(db, oldTree), gitstore.NewTree(db, newTree)
 	seen := map[string]bool{}
@@ -214,7 +214,7 @@ func CheckNotesPush(db *gitstore.ObjectDB, s *ledger.Snapshot, old, new gitstore
 		name := strings.ReplaceAll(path, "/", "")
 		id, err := gitstore.ParseObjectID(name)
 		if err != nil || !slices.Contains(gitstore.NotePaths(name), path) || id.String() != name {
-			return errs.New("RECEIPT-INVALID", "%s may hold only notes; %q is not a note path", NotesRef, path).With("note", path)
+			return errs.New(errs.ReceiptInvalid, "%s may hold only notes; %q is not a note path", NotesRef, path).With("note", path)
 		}
 		if seen[name] {
 			continue
@@ -231,7 +231,7 @@ func CheckNotesPush(db *gitstore.ObjectDB, s *ledger.Snapshot, old, new gitstore
 func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *gitstore.Tree, commit gitstore.ObjectID) error {
 	name := commit.String()
 	bad := func(format string, args ...any) *errs.Error {
-		return errs.New("RECEIPT-INVALID", format, args...).With("check", "note").With("commit", name)
+		return errs.New(errs.ReceiptInvalid, format, args...).With("check", "note").With("commit", name)
 	}
 	copies := 0
 	for _, p := range gitstore.NotePaths(name) {

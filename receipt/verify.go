@@ -75,7 +75,7 @@ func Show(l *ledger.Ledger, s *ledger.Snapshot, rev string) (*ShowResult, error)
 // resolve returns the commit rev names and its tree.
 func resolve(l *ledger.Ledger, rev string) (commit, tree gitstore.ObjectID, err error) {
 	if commit, err = l.Repo.ResolveCommit(rev); err != nil {
-		return commit, tree, errs.Wrap("COMMIT-MISSING", err, "resolve %s", rev)
+		return commit, tree, errs.Wrap(errs.CommitMissing, err, "resolve %s", rev)
 	}
 	tree, err = treeOf(l, commit.String())
 	return commit, tree, err
@@ -97,7 +97,7 @@ func changedPaths(l *ledger.Ledger, base string, tree gitstore.ObjectID) ([]stri
 	}
 	changed, err := gitstore.DiffTrees(db, baseTree, tree)
 	if err != nil {
-		return nil, errs.Wrap("COMMIT-MISSING", err, "diff %s..%s", base, tree)
+		return nil, errs.Wrap(errs.CommitMissing, err, "diff %s..%s", base, tree)
 	}
 	if changed == nil {
 		changed = []string{}
@@ -109,7 +109,7 @@ func changedPaths(l *ledger.Ledger, base string, tree gitstore.ObjectID) ([]stri
 func treeOf(l *ledger.Ledger, commit string) (gitstore.ObjectID, error) {
 	id, err := gitstore.ParseObjectID(commit)
 	if err != nil {
-		return id, errs.New("COMMIT-MISSING", "%q is not an object id", commit)
+		return id, errs.New(errs.CommitMissing, "%q is not an object id", commit)
 	}
 	db, err := l.Repo.Objects()
 	if err != nil {
@@ -117,7 +117,7 @@ func treeOf(l *ledger.Ledger, commit string) (gitstore.ObjectID, error) {
 	}
 	c, err := db.ReadCommit(id)
 	if err != nil {
-		return id, errs.Wrap("COMMIT-MISSING", err, "commit %s", commit).With("commit", commit)
+		return id, errs.Wrap(errs.CommitMissing, err, "commit %s", commit).With("commit", commit)
 	}
 	return c.Tree, nil
 }
@@ -133,7 +133,7 @@ func Find(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (string, []lease.R
 	if ix, err = lease.ReadReceipts(s, lease.TreeKey(tree.String())); err != nil || len(ix.Receipts) > 0 {
 		return MatchTree, ix.Receipts, err
 	}
-	return "", nil, errs.New("RECEIPT-MISSING", "no receipt for commit %s, and none for its tree %s", commit, tree).
+	return "", nil, errs.New(errs.ReceiptMissing, "no receipt for commit %s, and none for its tree %s", commit, tree).
 		With("commit", commit.String()).With("tree", tree.String())
 }
 
@@ -143,11 +143,11 @@ func readReceipt(s *ledger.Snapshot, seq uint64) (*Receipt, error) {
 	e, h, _, err := s.Entry(seq)
 	if err != nil {
 		if e := errs.From(err); e.Class() != errs.Integrity {
-			return nil, errs.Wrap("RECEIPT-INVALID", err, "receipt entry %d", seq).With("seq", seq).With("check", "entry")
+			return nil, errs.Wrap(errs.ReceiptInvalid, err, "receipt entry %d", seq).With("seq", seq).With("check", "entry")
 		}
 		return nil, err
 	}
-	if e.Kind != "done" {
+	if e.Kind != chain.KindDone {
 		return nil, invalid(seq, "kind", "entry %d is a %s entry, not done", seq, e.Kind)
 	}
 	r := &Receipt{Seq: e.Seq, Hash: h, TS: e.TS, Actor: e.Actor}
@@ -158,7 +158,7 @@ func readReceipt(s *ledger.Snapshot, seq uint64) (*Receipt, error) {
 }
 
 func invalid(seq uint64, check, format string, args ...any) *errs.Error {
-	return errs.New("RECEIPT-INVALID", format, args...).With("seq", seq).With("check", check)
+	return errs.New(errs.ReceiptInvalid, format, args...).With("seq", seq).With("check", check)
 }
 
 // LedgerPoint is the verified ledger head that receipts are checked against.
@@ -241,7 +241,7 @@ func Check(l *ledger.Ledger, rep *ledger.Report, rev string) (*VerifyResult, err
 		return nil, err
 	}
 	if s.Meta.Size != rep.Entries || s.Meta.Root != rep.Root {
-		return nil, errs.New("RECEIPT-INVALID", "ledger commit %s does not hold the verified head (size %d, root %s)",
+		return nil, errs.New(errs.ReceiptInvalid, "ledger commit %s does not hold the verified head (size %d, root %s)",
 			rep.Commit, rep.Entries, rep.Root)
 	}
 	match, refs, err := Find(s, commit, tree)
@@ -270,10 +270,10 @@ func checkOne(l *ledger.Ledger, s *ledger.Snapshot, nodes chain.NodeReader, ref 
 	}
 	c := &Checked{Receipt: *r, Checks: Checks{EntryHash: true, Kind: true}}
 	if c.Proof, err = chain.InclusionProof(nodes, seq, size); err != nil {
-		return nil, errs.Wrap("RECEIPT-INVALID", err, "entry %d", seq).With("seq", seq).With("check", "inclusion")
+		return nil, errs.Wrap(errs.ReceiptInvalid, err, "entry %d", seq).With("seq", seq).With("check", "inclusion")
 	}
 	if err := chain.VerifyInclusion(chain.LeafHash(r.Hash), seq, size, c.Proof, s.Meta.Root); err != nil {
-		return nil, errs.Wrap("RECEIPT-INVALID", err, "entry %d is not in the verified ledger", seq).With("seq", seq).With("check", "inclusion")
+		return nil, errs.Wrap(errs.ReceiptInvalid, err, "entry %d is not in the verified ledger", seq).With("seq", seq).With("check", "inclusion")
 	}
 	c.Checks.Inclusion = true
 
@@ -298,7 +298,7 @@ func checkOne(l *ledger.Ledger, s *ledger.Snapshot, nodes chain.NodeReader, ref 
 
 	cell, err := lease.ReadCell(s, b.Wave, b.Cell)
 	if err != nil {
-		return nil, errs.Wrap("RECEIPT-INVALID", err, "entry %d", seq).With("seq", seq).With("check", "cell_state")
+		return nil, errs.Wrap(errs.ReceiptInvalid, err, "entry %d", seq).With("seq", seq).With("check", "cell_state")
 	}
 	if rc := cell.Receipt; (rc == nil || rc.Seq != seq || rc.Commit != b.Commit) && cell.Epoch <= b.Epoch {
 		return nil, invalid(seq, "cell_state", "cell %s/%s at epoch %d does not record receipt %d", b.Wave, b.Cell, cell.Epoch, seq)
@@ -348,7 +348,7 @@ func checkNotes(l *ledger.Ledger, s *ledger.Snapshot, res *VerifyResult) error {
 		id, _ := gitstore.ParseObjectID(commit)
 		note, err := ReadNote(l.Repo, id)
 		if err != nil {
-			return errs.Wrap("CORRUPT", err, "read %s note of %s", NotesRef, commit)
+			return errs.Wrap(errs.Corrupt, err, "read %s note of %s", NotesRef, commit)
 		}
 		found := map[int]bool{}
 		for _, line := range strings.Split(note, "\n") {
@@ -361,7 +361,7 @@ func checkNotes(l *ledger.Ledger, s *ledger.Snapshot, res *VerifyResult) error {
 				continue
 			}
 			if !valid[line] {
-				return errs.New("RECEIPT-INVALID", "the %s note of %s names an entry that is not a receipt of its tree: %q", NotesRef, commit, line).
+				return errs.New(errs.ReceiptInvalid, "the %s note of %s names an entry that is not a receipt of its tree: %q", NotesRef, commit, line).
 					With("check", "note").With("commit", commit).With("note", line)
 			}
 			if i, ok := lines[line]; ok {

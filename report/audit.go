@@ -72,10 +72,10 @@ type ExpiredLease struct {
 
 // UnsignedEntry is an entry whose commit is not signed.
 type UnsignedEntry struct {
-	Seq   uint64 `json:"seq"`
-	TS    string `json:"ts"`
-	Actor string `json:"actor"`
-	Kind  string `json:"kind"`
+	Seq   uint64     `json:"seq"`
+	TS    string     `json:"ts"`
+	Actor string     `json:"actor"`
+	Kind  chain.Kind `json:"kind"`
 }
 
 // AuditResult is what tally audit reports. Missing lists what policy
@@ -120,7 +120,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 			if ge, ok := err.(*gitstore.GitError); ok && strings.TrimSpace(ge.Stderr) != "" {
 				msg = strings.TrimSpace(ge.Stderr)
 			}
-			return "", errs.New("USAGE", "git %s: %s", strings.Join(args, " "), msg)
+			return "", errs.New(errs.Usage, "git %s: %s", strings.Join(args, " "), msg)
 		}
 		return string(out), nil
 	}
@@ -146,7 +146,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 		sec, err := strconv.ParseInt(ts, 10, 64)
 		id, perr := gitstore.ParseObjectID(hex)
 		if err != nil || perr != nil {
-			return nil, errs.New("INTERNAL", "git rev-list printed %q", line)
+			return nil, errs.New(errs.Internal, "git rev-list printed %q", line)
 		}
 		t := time.Unix(sec, 0).UTC()
 		commits = append(commits, rc{id, t})
@@ -164,7 +164,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 		}
 		sec, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 		if err != nil {
-			return nil, errs.New("INTERNAL", "git show %s printed %q", opt.Old, s)
+			return nil, errs.New(errs.Internal, "git show %s printed %q", opt.Old, s)
 		}
 		first = time.Unix(sec, 0).UTC()
 	}
@@ -211,7 +211,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 	for _, cmt := range commits {
 		cm, err := db.ReadCommit(cmt.id)
 		if err != nil {
-			return nil, errs.Wrap("COMMIT-MISSING", err, "commit %s", cmt.id)
+			return nil, errs.Wrap(errs.CommitMissing, err, "commit %s", cmt.id)
 		}
 		own, err := hooks.OwnChanges(db, cm)
 		if err != nil {
@@ -222,7 +222,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 			continue // its content is its parents', each judged on its own
 		}
 		_, refs, err := receipt.Find(head, cmt.id, cm.Tree)
-		if errs.Code(err) == "RECEIPT-MISSING" {
+		if errs.CodeOf(err) == errs.ReceiptMissing {
 			res.Unreceipted = append(res.Unreceipted, AuditCommit{Commit: cmt.id.String(), Merge: merge,
 				Subject: strings.SplitN(cm.Message, "\n", 2)[0]})
 			continue
@@ -237,7 +237,7 @@ func Audit(c *tally.Client, opt AuditOptions) (*AuditResult, error) {
 			}
 			var d lease.DoneBody
 			if err := json.Unmarshal(e.Body, &d); err != nil {
-				return nil, errs.Wrap("CORRUPT", err, "receipt entry %d", ref.Seq)
+				return nil, errs.Wrap(errs.Corrupt, err, "receipt entry %d", ref.Seq)
 			}
 			for _, ev := range d.Evidence {
 				if ev.ExitCode != 0 {

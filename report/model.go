@@ -120,7 +120,7 @@ type Lane struct {
 type Entry struct {
 	Seq     uint64
 	TS      time.Time
-	Kind    string
+	Kind    chain.Kind
 	Actor   string
 	Summary string
 }
@@ -151,9 +151,9 @@ type Checkpoint struct {
 
 // Finding is a verification failure or a notable fact, at an entry.
 type Finding struct {
-	Seq     int64  `json:"seq"` // -1: not at an entry
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Seq     int64     `json:"seq"` // -1: not at an entry
+	Code    errs.Code `json:"code"`
+	Message string    `json:"message"`
 }
 
 // ActorSummary is what one actor did in the report's window.
@@ -236,7 +236,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 	b.last = ts
 	b.entries = append(b.entries, Entry{Seq: e.Seq, TS: ts, Kind: e.Kind, Actor: e.Actor, Summary: ap.Result.Summary})
 	switch e.Kind {
-	case "plan":
+	case chain.KindPlan:
 		var p lease.PlanBody
 		if err := json.Unmarshal(e.Body, &p); err != nil {
 			return err
@@ -245,7 +245,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 			b.lane(Lane{Wave: p.Wave, Name: c.ID})
 		}
 		b.cells[p.Wave] += len(p.Cells)
-	case "claim":
+	case chain.KindClaim:
 		var body lease.ClaimBody
 		if err := json.Unmarshal(e.Body, &body); err != nil {
 			return err
@@ -265,7 +265,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 			}
 		}
 		b.openCell[ln] = nb
-	case "renew":
+	case chain.KindRenew:
 		var body lease.EpochBody
 		if err := json.Unmarshal(e.Body, &body); err != nil {
 			return err
@@ -274,7 +274,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 			bar.Renews = append(bar.Renews, e.Seq)
 			bar.expires, _ = chain.ParseTime(ap.Result.Effect.(*lease.Granted).Lease.ExpiresAt)
 		}
-	case "release", "fail", "done":
+	case chain.KindRelease, chain.KindFail, chain.KindDone:
 		var body lease.FailBody
 		if err := json.Unmarshal(e.Body, &body); err != nil {
 			return err
@@ -286,17 +286,17 @@ func (b *builder) add(ap *ledger.Applied) error {
 		}
 		delete(b.openCell, ln)
 		switch e.Kind {
-		case "release":
+		case chain.KindRelease:
 			// A holder may release a lease that already lapsed: it ended then.
 			if bar.expires.Before(ts) {
 				b.close(bar, bar.expires, int64(e.Seq), Expired)
 			} else {
 				b.close(bar, ts, int64(e.Seq), Released)
 			}
-		case "fail":
+		case chain.KindFail:
 			b.close(bar, ts, int64(e.Seq), FailedOut)
 			bar.Reason = body.Reason
-		case "done":
+		case chain.KindDone:
 			var d lease.DoneBody
 			if err := json.Unmarshal(e.Body, &d); err != nil {
 				return err
@@ -304,7 +304,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 			b.close(bar, ts, int64(e.Seq), DoneOut)
 			bar.Receipt = receiptOf(e.Seq, &d)
 		}
-	case "lock":
+	case chain.KindLock:
 		g := ap.Result.Effect.(*lease.LockGrant)
 		for _, p := range g.Preempted {
 			if bar := b.openLock[b.lane(Lane{Name: p.Pattern})]; bar != nil && bar.Epoch == p.Epoch {
@@ -334,7 +334,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 			}
 			b.openLock[ln] = nb
 		}
-	case "unlock":
+	case chain.KindUnlock:
 		var body lease.UnlockBody
 		if err := json.Unmarshal(e.Body, &body); err != nil {
 			return err
@@ -350,7 +350,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 				}
 			}
 		}
-	case "break":
+	case chain.KindBreak:
 		for _, r := range ap.Result.Effect.(*lease.BreakResult).Released {
 			ln := b.lane(Lane{Name: r.Pattern})
 			if bar := b.openLock[ln]; bar != nil {
@@ -359,7 +359,7 @@ func (b *builder) add(ap *ledger.Applied) error {
 				bar.By = e.Actor
 			}
 		}
-	case "wait":
+	case chain.KindWait:
 		b.waits[e.Actor]++
 	}
 	return nil
@@ -610,7 +610,7 @@ func (b *builder) signatures(l *ledger.Ledger, head *ledger.Snapshot) error {
 		seq--
 		cm, err := db.ReadCommit(cur)
 		if err != nil {
-			return errs.Wrap("CORRUPT", err, "ledger commit %s", cur)
+			return errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}
 		if cm.Signature != "" {
 			b.m.Verify.Signed++
@@ -630,7 +630,7 @@ func (b *builder) checkpoints(c *tally.Client, head *ledger.Snapshot) error {
 	l := c.L
 	out, err := l.Repo.Git("for-each-ref", "--format=%(refname) %(objectname)", l.Namespace+"/checkpoints/")
 	if err != nil {
-		return errs.Wrap("INTERNAL", err, "git for-each-ref")
+		return errs.Wrap(errs.Internal, err, "git for-each-ref")
 	}
 	db, err := l.Repo.Objects()
 	if err != nil {
@@ -657,7 +657,7 @@ func (b *builder) checkpoints(c *tally.Client, head *ledger.Snapshot) error {
 		}
 		if err != nil {
 			e := errs.From(err)
-			cp.Error = e.Code + ": " + e.Message
+			cp.Error = string(e.Code) + ": " + e.Message
 			v.Findings = append(v.Findings, Finding{Seq: -1, Code: e.Code, Message: ref + ": " + e.Message})
 		} else {
 			cp.Size, cp.SignedBy = checked[0].Checkpoint.Size, len(checked[0].SignedBy)

@@ -151,8 +151,8 @@ func (m *Model) pageJSON() ([]byte, error) {
 	if len(m.Entries) > 0 {
 		seq0 = m.Entries[0].Seq
 	}
-	kinds := []string{}
-	kindIx := map[string]int{}
+	kinds := []chain.Kind{}
+	kindIx := map[chain.Kind]int{}
 	dt := make([]int64, len(m.Entries))
 	ek := make([]int, len(m.Entries))
 	ea := make([]int, len(m.Entries))

@@ -49,7 +49,7 @@ func main() {
 	}
 	defer l.Close()
 	defer l.WaitMaintenance()
-	one := func(actor, kind string, body any) {
+	one := func(actor string, kind chain.Kind, body any) {
 		if _, err := l.AppendBatch(actor, []ledger.BuildFunc{func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
 			return &ledger.Draft{Kind: kind, Body: body}, nil
 		}}); err != nil {
@@ -68,7 +68,7 @@ func main() {
 	one("lead", chain.KindGenesis, chain.GenesisBody{Origin: "report-bench"})
 	const group, waveSize = 200, 2000
 	actor := func(i int) string { return fmt.Sprintf("agent-%d", i%8+1) }
-	batch := func(actors []string, kind string, bodies []any) {
+	batch := func(actors []string, kind chain.Kind, bodies []any) {
 		// One batch per actor: AppendBatch appends as one actor.
 		by := map[string][]ledger.BuildFunc{}
 		var order []string
@@ -142,7 +142,7 @@ func notes(l *ledger.Ledger, now *time.Time, size, n int) {
 		builds := make([]ledger.BuildFunc, min(n-size, 2000))
 		for i := range builds {
 			builds[i] = func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
-				return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: "progress: step finished"}}, nil
+				return &ledger.Draft{Kind: chain.KindNote, Body: lease.NoteBody{Text: "progress: step finished"}}, nil
 			}
 		}
 		if _, err := l.AppendBatch("agent-9", builds); err != nil {

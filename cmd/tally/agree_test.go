@@ -18,7 +18,7 @@ func rulesIfLegal(state chain.KV, e *chain.Entry) (*lease.Result, error) {
 	if res, err := lease.Apply(state, e); err == nil {
 		return res, nil
 	}
-	return &lease.Result{Summary: e.Kind + " (forged)"}, nil
+	return &lease.Result{Summary: string(e.Kind) + " (forged)"}, nil
 }
 
 // TestHolderAnswersAgree: for the same lease states, `tally run`, `tally

@@ -68,7 +68,7 @@ and an unsigned entry in the period. Exit 0 otherwise, findings listed.`,
 					if !a.jsonOut {
 						printAudit(a.stdout, res)
 					}
-					return errs.New("AUDIT-FAILED", "policy requires what %s lacks: %s", res.Range, strings.Join(res.Missing, "; ")).
+					return errs.New(errs.AuditFailed, "policy requires what %s lacks: %s", res.Range, strings.Join(res.Missing, "; ")).
 						With("audit", res)
 				}
 				return a.emit(res, func(w io.Writer) { printAudit(w, res) })

@@ -114,7 +114,7 @@ func checkDrained(tb testing.TB, dir, wave string, n int, claims, dones map[stri
 				Epoch int64  `json:"epoch"`
 			}
 			json.Unmarshal(e.Body, &body)
-			if !ok || e.Kind != kind || e.Actor != g.actor || body.Cell != cell || (kind == "done" && body.Epoch != g.epoch) {
+			if !ok || string(e.Kind) != kind || e.Actor != g.actor || body.Cell != cell || (kind == "done" && body.Epoch != g.epoch) {
 				tb.Fatalf("acknowledged %s of %s %+v is not in the ledger at seq %d (found %s by %s of %s)", kind, cell, g, g.seq, e.Kind, e.Actor, body.Cell)
 			}
 		}

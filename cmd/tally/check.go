@@ -46,7 +46,7 @@ are the hook's lines, and with --json an array "findings".`,
 					}
 					id, err := c.L.Repo.ResolveCommit(rev)
 					if err != nil {
-						return id, errs.Wrap("COMMIT-MISSING", err, "%s", rev).With("rev", rev)
+						return id, errs.Wrap(errs.CommitMissing, err, "%s", rev).With("rev", rev)
 					}
 					return id, nil
 				}
@@ -77,7 +77,7 @@ are the hook's lines, and with --json an array "findings".`,
 				if worst != nil {
 					code := worst.Code
 					if errs.ClassOfCode(code) != errs.Integrity && errs.ClassOfCode(code) != errs.Refused {
-						code = "POLICY"
+						code = errs.Policy
 					}
 					return errs.New(code, "the hook would have refused %s %.12s..%.12s: %s", ref, u.Old, u.New, worst.Message).
 						With("findings", findings)

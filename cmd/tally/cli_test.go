@@ -1072,7 +1072,7 @@ func forgeBy(t testing.TB, dir, kind, actor, ts string, body any, rule forgeRule
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &chain.Entry{V: chain.FormatVersion, Seq: snap.Meta.Size, Kind: kind, Prev: snap.Meta.Head, TS: ts,
+	e := &chain.Entry{V: chain.FormatVersion, Seq: snap.Meta.Size, Kind: chain.Kind(kind), Prev: snap.Meta.Head, TS: ts,
 		Actor: actor, Nonce: "0123456789abcdef0123456789abcdef", Body: b}
 	raw, err := e.Encode()
 	if err != nil {

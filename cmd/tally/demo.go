@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
@@ -137,7 +138,7 @@ func (a *app) demo(agents int, keep string) error {
 	}
 	wg.Wait()
 	if len(failures) > 0 {
-		return errs.New("INTERNAL", "demo agents failed: %s", strings.Join(failures, "; "))
+		return errs.New(errs.Internal, "demo agents failed: %s", strings.Join(failures, "; "))
 	}
 
 	l, err := ledger.Open(repo, ledger.Options{})
@@ -235,14 +236,14 @@ func demoSummary(l *ledger.Ledger) ([]agentReport, error) {
 			by[e.Actor] = r
 		}
 		switch e.Kind {
-		case "claim":
+		case chain.KindClaim:
 			r.Claims++
 			if strings.Contains(e.Summary, "(") {
 				r.Takeovers++
 			}
-		case "renew":
+		case chain.KindRenew:
 			r.Renewals++
-		case "done":
+		case chain.KindDone:
 			r.Done++
 			cells[e.Actor] = append(cells[e.Actor], strings.Fields(e.Summary)[1])
 		}
@@ -299,7 +300,7 @@ func (g *demoAgent) tally(argv ...string) (map[string]any, error) {
 		e, _ := res["error"].(map[string]any)
 		code, _ := e["code"].(string)
 		msg, _ := e["message"].(string)
-		return res, errs.New(code, "%s", msg)
+		return res, errs.New(errs.Code(code), "%s", msg)
 	}
 	return res, nil
 }
@@ -317,9 +318,9 @@ func (g *demoAgent) loop(crash bool) error {
 		res, err := g.tally("claim", "--next", "--ttl", "120")
 		switch {
 		case err == nil:
-		case errs.Is(err, "PLAN-COMPLETE"):
+		case errs.Is(err, errs.PlanComplete):
 			return nil
-		case errs.Is(err, "NO-READY-CELL"):
+		case errs.Is(err, errs.NoReadyCell):
 			finished, rescued, err := g.rescue()
 			if err != nil {
 				return err

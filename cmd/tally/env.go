@@ -28,11 +28,11 @@ func envClock() (func() time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return nil, errs.New("USAGE", "TALLY_NOW must be RFC 3339: %v", err)
+		return nil, errs.New(errs.Usage, "TALLY_NOW must be RFC 3339: %v", err)
 	}
 	if !chain.TimeInRange(t) {
 		// An offset can carry a year-9999 (or year-0) time out of the format.
-		return nil, errs.New("USAGE", "TALLY_NOW %s is %s in UTC, outside the years 0000..9999 an entry's time can carry",
+		return nil, errs.New(errs.Usage, "TALLY_NOW %s is %s in UTC, outside the years 0000..9999 an entry's time can carry",
 			s, t.UTC().Format(time.RFC3339Nano)).With("limit", chain.LastTime)
 	}
 	return func() time.Time { return t }, nil

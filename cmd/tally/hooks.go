@@ -261,7 +261,7 @@ func (a *app) hookCmd() *cobra.Command {
 func serveRequest(c *tally.Client, u hooks.Update) hooks.Answer {
 	op, ok := strings.CutPrefix(u.Ref, ledger.RequestPrefix+"/")
 	if !ok {
-		return hooks.Refusal(errs.New("USAGE", "%s is not a request ref (%s/<op>)", u.Ref, ledger.RequestPrefix))
+		return hooks.Refusal(errs.New(errs.Usage, "%s is not a request ref (%s/<op>)", u.Ref, ledger.RequestPrefix))
 	}
 	db, err := c.L.Repo.Objects()
 	if err != nil {
@@ -269,7 +269,7 @@ func serveRequest(c *tally.Client, u hooks.Update) hooks.Answer {
 	}
 	intent, err := db.ReadCommit(u.New)
 	if err != nil {
-		return hooks.Refusal(errs.Wrap("USAGE", err, "reading the request %s", u.New))
+		return hooks.Refusal(errs.Wrap(errs.Usage, err, "reading the request %s", u.New))
 	}
 	ap, err := c.ServeRequest(op, []byte(intent.Message), tally.Guard(hooks.PusherGuard(os.LookupEnv)))
 	if err != nil {
@@ -277,7 +277,7 @@ func serveRequest(c *tally.Client, u hooks.Update) hooks.Answer {
 	}
 	entry, err := db.ReadCommit(ap.Commit)
 	if err != nil || len(entry.Parents) != 1 {
-		return hooks.Refusal(errs.New("INTERNAL", "the appended entry %s has no single parent", ap.Commit))
+		return hooks.Refusal(errs.New(errs.Internal, "the appended entry %s has no single parent", ap.Commit))
 	}
 	return hooks.Answer{OK: true, Ref: c.L.Ref, Old: entry.Parents[0], New: ap.Commit}
 }
@@ -298,7 +298,7 @@ func newPusherReport(c *tally.Client) (*pusherReport, error) {
 		r.Mechanisms = []hooks.PusherMechanism{}
 	}
 	p, err := c.Policy()
-	if errs.Code(err) == "NOT-INITIALIZED" {
+	if errs.CodeOf(err) == errs.NotInitialized {
 		return r, nil // no ledger yet: no policy binds pushers
 	}
 	if err != nil {

@@ -33,10 +33,10 @@ func (a *app) keysCmd() *cobra.Command {
 				return err
 			}
 			if err := os.WriteFile(out, priv, 0o600); err != nil {
-				return errs.New("USAGE", "%v", err)
+				return errs.New(errs.Usage, "%v", err)
 			}
 			if err := os.WriteFile(out+".pub", []byte(pub+"\n"), 0o644); err != nil {
-				return errs.New("USAGE", "%v", err)
+				return errs.New(errs.Usage, "%v", err)
 			}
 			return a.emit(map[string]any{"private": out, "public": pub}, func(w io.Writer) { fmt.Fprintln(w, pub) })
 		},
@@ -118,7 +118,7 @@ func keyArg(s string) (string, error) {
 	if path, ok := strings.CutPrefix(s, "@"); ok {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return "", errs.New("USAGE", "%v", err)
+			return "", errs.New(errs.Usage, "%v", err)
 		}
 		s = strings.TrimSpace(string(b))
 	}

@@ -50,7 +50,7 @@ func (a *app) logCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVarP(&n, "max-count", "n", 0, "show at most `N` entries (0: all)")
 	cmd.Flags().StringVar(&f.Actor, "actor", "", "only entries by actor `A` (here --actor filters: log appends nothing)")
-	cmd.Flags().StringVar(&f.Kind, "kind", "", "only entries of kind `K` (claim, done, lock, ...)")
+	cmd.Flags().StringVar((*string)(&f.Kind), "kind", "", "only entries of kind `K` (claim, done, lock, ...)")
 	cmd.Flags().StringVar(&f.Cell, "cell", "", "only entries about cell `W/C`")
 	cmd.Flags().StringVar(&since, "since", "", "only entries dated at or after `T` (RFC 3339)")
 	return cmd

@@ -16,7 +16,7 @@ import (
 func (a *app) lockSpecs(specs []string) ([]string, error) {
 	out, err := gitstore.RunGit(a.dir, "rev-parse", "--show-prefix")
 	if err != nil {
-		return nil, errs.Wrap("NOT-A-REPO", err, "git rev-parse --show-prefix in %s", a.dir)
+		return nil, errs.Wrap(errs.NotARepo, err, "git rev-parse --show-prefix in %s", a.dir)
 	}
 	prefix := strings.TrimSuffix(strings.TrimSpace(string(out)), "/")
 	resolved := make([]string, len(specs))
@@ -56,7 +56,7 @@ func resolveSpec(prefix, spec string) (string, error) {
 			continue
 		case rest == ".." || rest == "../" || strings.HasPrefix(rest, "../"):
 			if len(dir) == 0 {
-				return "", errs.New("USAGE", "pathspec %q is outside the repository (from %q)", spec, prefix+"/")
+				return "", errs.New(errs.Usage, "pathspec %q is outside the repository (from %q)", spec, prefix+"/")
 			}
 			dir = dir[:len(dir)-1]
 			rest = strings.TrimPrefix(strings.TrimPrefix(rest, ".."), "/")

@@ -50,7 +50,7 @@ func readPlan(path string) (*lease.PlanBody, error) {
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, errs.New("USAGE", "read plan: %v", err)
+		return nil, errs.New(errs.Usage, "read plan: %v", err)
 	}
 	return parsePlan(path, data)
 }

@@ -99,7 +99,7 @@ func (f *planFile) errAt(n *pnode, field, format string, args ...any) *errs.Erro
 	if field != "" {
 		msg = field + ": " + msg
 	}
-	e := errs.New("USAGE", "plan %s: %s", where, msg).With("file", f.name)
+	e := errs.New(errs.Usage, "plan %s: %s", where, msg).With("file", f.name)
 	if n != nil {
 		e = e.With("line", n.line).With("column", n.col)
 	}

@@ -71,7 +71,7 @@ func (a *app) proveCmd() *cobra.Command {
 func uintArg(s string) (uint64, error) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, errs.New("USAGE", "%q is not a non-negative integer", s)
+		return 0, errs.New(errs.Usage, "%q is not a non-negative integer", s)
 	}
 	return n, nil
 }

@@ -29,7 +29,7 @@ another agent won the race. Views read the remote's ledger.`,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
 				if _, err := c.L.Repo.RemoteURL(argv[0]); err != nil {
-					return errs.New("USAGE", "%v", err)
+					return errs.New(errs.Usage, "%v", err)
 				}
 				if err := gitConfig(a.dir, "tally.remote", argv[0]); err != nil {
 					return err

@@ -290,7 +290,7 @@ func netLedger(t testing.TB, gitDir string) []netEntry {
 		if err := json.Unmarshal(e.Body, &body); err != nil {
 			t.Fatalf("body of %s: %v", le.Commit, err)
 		}
-		entries = append(entries, netEntry{Commit: le.Commit, Subject: le.Subject, Seq: e.Seq, Kind: e.Kind, Actor: e.Actor, TS: e.TS, Body: body})
+		entries = append(entries, netEntry{Commit: le.Commit, Subject: le.Subject, Seq: e.Seq, Kind: string(e.Kind), Actor: e.Actor, TS: e.TS, Body: body})
 	}
 	return entries
 }

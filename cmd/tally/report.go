@@ -99,7 +99,7 @@ func writeReport(path string, stdout io.Writer, m *report.Model) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return errs.New("USAGE", "%v", err)
+		return errs.New(errs.Usage, "%v", err)
 	}
 	w := bufio.NewWriter(f)
 	err = report.Render(w, m)

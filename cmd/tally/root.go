@@ -57,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if m, suggested, ok := strings.Cut(msg, "\n\nDid you mean this?\n\t"); ok {
 			msg = m + "; did you mean " + strings.ReplaceAll(suggested, "\n\t", " or ") + "?"
 		}
-		return a.fail(errs.New("USAGE", "%s (run 'tally --help' for the commands)", msg))
+		return a.fail(errs.New(errs.Usage, "%s (run 'tally --help' for the commands)", msg))
 	}
 	err := root.Execute()
 	a.endProgress()
@@ -92,7 +92,7 @@ func (a *app) newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.remote, "remote", "", "work through git remote `NAME` (or URL): appends are compare-and-swap pushes there (default: git config tally.remote)")
 	root.PersistentFlags().BoolVar(&a.local, "local", false, "work on the local ledger even if tally.remote is set")
 	root.PersistentFlags().StringVar(&a.signKey, "sign-key", "", "sign ledger commits with this OpenSSH ed25519 private key `FILE` (else $TALLY_SIGNING_KEY, else git's user.signingkey when gpg.format=ssh)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.New("USAGE", "%v", err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.New(errs.Usage, "%v", err) })
 	return root
 }
 
@@ -212,7 +212,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		if s := cmd.SuggestionsFor(argv[0]); len(s) > 0 {
 			msg += "; did you mean " + strings.Join(s, " or ") + "?"
 		}
-		return errs.New("USAGE", "%s (run '%s --help' for its commands)", msg, cmd.CommandPath())
+		return errs.New(errs.Usage, "%s (run '%s --help' for its commands)", msg, cmd.CommandPath())
 	}
 }
 
@@ -220,7 +220,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := check(cmd, a); err != nil {
-			return errs.New("USAGE", "%v", err)
+			return errs.New(errs.Usage, "%v", err)
 		}
 		return nil
 	}
@@ -246,7 +246,7 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 	c.L.Progress = a.progress()
 	if acting && c.Actor == "" {
 		c.Close()
-		return nil, errs.New("USAGE", "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
+		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
 	return c, nil
 }
@@ -353,9 +353,9 @@ func (a *app) withLeaseCell(cmd *cobra.Command, arg string, f func(c *tally.Clie
 func cellArg(s string) (string, string, error) {
 	w, c, ok := strings.Cut(s, "/")
 	if !ok || w == "" || c == "" {
-		return "", "", errs.New("USAGE", "expected WAVE/CELL, got %q", s)
+		return "", "", errs.New(errs.Usage, "expected WAVE/CELL, got %q", s)
 	}
 	return w, c, nil
 }
 
-func usageErr(format string, args ...any) error { return errs.New("USAGE", format, args...) }
+func usageErr(format string, args ...any) error { return errs.New(errs.Usage, format, args...) }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/lease"
 )
 
@@ -67,16 +68,16 @@ func (a *app) showCmd() *cobra.Command {
 // commit with its changes and evidence). Ledger text is made inert, line
 // feeds included, so no entry can forge a line. A body that does not decode
 // as its kind (verify would have refused it) is shown as its JSON, inert.
-func historyText(kind string, body json.RawMessage) string {
+func historyText(kind chain.Kind, body json.RawMessage) string {
 	var parts []string
 	var err error
 	switch kind {
-	case "plan":
+	case chain.KindPlan:
 		var b lease.PlanBody
 		if err = json.Unmarshal(body, &b); err == nil {
 			parts = append(parts, fmt.Sprintf("wave %s, %d cells", inert(b.Wave), len(b.Cells)))
 		}
-	case "claim":
+	case chain.KindClaim:
 		var b lease.ClaimBody
 		if err = json.Unmarshal(body, &b); err == nil {
 			parts = append(parts, "mode "+inert(b.Mode), "ttl "+ttlText(b.TTL))
@@ -89,17 +90,17 @@ func historyText(kind string, body json.RawMessage) string {
 				parts = append(parts, fmt.Sprintf("holder %s epoch %d gone", inert(b.Dead.Actor), b.Dead.Epoch))
 			}
 		}
-	case "renew":
+	case chain.KindRenew:
 		var b lease.RenewBody
 		if err = json.Unmarshal(body, &b); err == nil {
 			parts = append(parts, fmt.Sprintf("epoch %d", b.Epoch), "ttl "+ttlText(b.TTL))
 		}
-	case "release":
+	case chain.KindRelease:
 		var b lease.EpochBody
 		if err = json.Unmarshal(body, &b); err == nil {
 			parts = append(parts, fmt.Sprintf("epoch %d", b.Epoch))
 		}
-	case "fail":
+	case chain.KindFail:
 		var b lease.FailBody
 		if err = json.Unmarshal(body, &b); err == nil {
 			parts = append(parts, fmt.Sprintf("epoch %d", b.Epoch))
@@ -107,13 +108,13 @@ func historyText(kind string, body json.RawMessage) string {
 				parts = append(parts, "reason: "+inert(b.Reason))
 			}
 		}
-	case "done":
+	case chain.KindDone:
 		var b lease.DoneBody
 		if err = json.Unmarshal(body, &b); err == nil {
 			parts = append(parts, fmt.Sprintf("epoch %d", b.Epoch), fmt.Sprintf("at %.12s", inert(b.Commit)),
 				fmt.Sprintf("%d changed", len(b.Changed)), evidenceText(b.Evidence))
 		}
-	case "requeue":
+	case chain.KindRequeue:
 		return "back to pending"
 	}
 	if err != nil || parts == nil {

@@ -27,7 +27,7 @@ refuses it; none is dropped silently.`,
 					remote = argv[0]
 				}
 				if remote == "" {
-					return errs.New("USAGE", "no remote: give NAME, --remote, or tally remote set NAME")
+					return errs.New(errs.Usage, "no remote: give NAME, --remote, or tally remote set NAME")
 				}
 				rep, err := c.Sync(remote)
 				if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/ledger"
 )
 
@@ -132,15 +133,15 @@ func paint(w io.Writer, st style, format string, args ...any) {
 }
 
 // kindStyle colours a log entry by what it does to a lease.
-func kindStyle(kind string) style {
+func kindStyle(kind chain.Kind) style {
 	switch kind {
-	case "claim", "lock":
+	case chain.KindClaim, chain.KindLock:
 		return green
-	case "done":
+	case chain.KindDone:
 		return cyan
-	case "fail", "break", "requeue":
+	case chain.KindFail, chain.KindBreak, chain.KindRequeue:
 		return red
-	case "release", "unlock", "renew":
+	case chain.KindRelease, chain.KindUnlock, chain.KindRenew:
 		return yellow
 	}
 	return bold

@@ -67,7 +67,7 @@ func readArg(path string) ([]byte, error) {
 		b, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, errs.New("USAGE", "%v", err)
+		return nil, errs.New(errs.Usage, "%v", err)
 	}
 	return b, nil
 }

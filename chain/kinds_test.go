@@ -1,0 +1,109 @@
+package chain_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestKindsAreConstants: no non-test code spells an entry kind as a string
+// literal where a kind goes (a Kind field, a comparison with .Kind or kind, a
+// case of a switch on either): a typo there would compile and silently match nothing.
+// Kinds are written chain.KindX.
+func TestKindsAreConstants(t *testing.T) {
+	kinds := declaredKinds(t)
+	if len(kinds) < 10 {
+		t.Fatalf("found only %d kinds in kinds.go: the scan is broken", len(kinds))
+	}
+	fset := token.NewFileSet()
+	check := func(e ast.Expr) {
+		if bl, ok := e.(*ast.BasicLit); ok && bl.Kind == token.STRING {
+			if s, _ := strconv.Unquote(bl.Value); kinds[s] {
+				t.Errorf("%s: kind %q spelled as a string: write a chain.Kind constant", fset.Position(bl.Pos()), s)
+			}
+		}
+	}
+	isKind := func(e ast.Expr) bool { // x.Kind, or a variable named kind
+		if id, ok := e.(*ast.Ident); ok {
+			return id.Name == "kind"
+		}
+		sel, ok := e.(*ast.SelectorExpr)
+		return ok && sel.Sel.Name == "Kind"
+	}
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.KeyValueExpr:
+				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Kind" {
+					check(n.Value)
+				}
+			case *ast.BinaryExpr:
+				if n.Op == token.EQL || n.Op == token.NEQ {
+					if isKind(n.X) {
+						check(n.Y)
+					}
+					if isKind(n.Y) {
+						check(n.X)
+					}
+				}
+			case *ast.SwitchStmt:
+				if n.Tag != nil && isKind(n.Tag) {
+					for _, st := range n.Body.List {
+						for _, e := range st.(*ast.CaseClause).List {
+							check(e)
+						}
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// declaredKinds parses kinds.go: the value of every Kind constant.
+func declaredKinds(t *testing.T) map[string]bool {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "kinds.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Kind" {
+				for _, v := range vs.Values {
+					s, _ := strconv.Unquote(v.(*ast.BasicLit).Value)
+					out[s] = true
+				}
+			}
+		}
+	}
+	return out
+}
