@@ -41,7 +41,7 @@ func TestVerifyRecordNeverBelieved(t *testing.T) {
 	older := testrepo.Git(t, dir, "rev-parse", "refs/tally/ledger~2")
 	for name, corrupt := range map[string]func() []byte{
 		"truncated":        func() []byte { return good[:len(good)/2] },
-		"edited hash":      func() []byte { r := clone(rec); r["hash"] = "00" + r["hash"].(string)[2:]; return marshal(r) },
+		"edited hash":      func() []byte { r := clone(rec); r["hash"] = flipFirstHex(r["hash"].(string)); return marshal(r) },
 		"other commit":     func() []byte { r := clone(rec); r["commit"] = head; return marshal(r) },
 		"older, wrong seq": func() []byte { r := clone(rec); r["commit"] = older; return marshal(r) },
 		"garbage":          func() []byte { return []byte("not json") },
@@ -72,3 +72,13 @@ func clone(m map[string]any) map[string]any {
 }
 
 func marshal(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// flipFirstHex changes the first hex digit of h, so the edit is never a
+// no-op (writing "00" over a hash that starts with 00 was one in 256 runs).
+func flipFirstHex(h string) string {
+	d := byte('0')
+	if h[0] == '0' {
+		d = '1'
+	}
+	return string(d) + h[1:]
+}
