@@ -18,6 +18,7 @@ import (
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
 )
@@ -173,17 +174,15 @@ func (a *app) demo(agents int, keep string) error {
 	})
 }
 
-// demoEnv gives the demo's git and tally processes a fixed identity, whatever
-// the machine's git configuration.
-func demoEnv() []string {
-	return append(os.Environ(), "GIT_AUTHOR_NAME=tally demo", "GIT_AUTHOR_EMAIL=demo@tally.invalid",
-		"GIT_COMMITTER_NAME=tally demo", "GIT_COMMITTER_EMAIL=demo@tally.invalid")
-}
+// demoIdentity gives the demo's git and tally processes a fixed identity,
+// whatever the machine's git configuration.
+var demoIdentity = []string{"GIT_AUTHOR_NAME=tally demo", "GIT_AUTHOR_EMAIL=demo@tally.invalid",
+	"GIT_COMMITTER_NAME=tally demo", "GIT_COMMITTER_EMAIL=demo@tally.invalid"}
+
+func demoEnv() []string { return append(os.Environ(), demoIdentity...) }
 
 func demoGit(dir string, argv ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"-C", dir}, argv...)...)
-	cmd.Env = demoEnv()
-	out, err := cmd.CombinedOutput()
+	out, err := gitstore.GitRun{Dir: dir, Args: argv, Env: demoIdentity}.Run()
 	return strings.TrimSpace(string(out)), err
 }
 
