@@ -10,20 +10,6 @@ import (
 	"github.com/tally-dev/tally/internal/testrepo"
 )
 
-// needStrace returns strace's path; a test that kills at an exact syscall
-// needs it: skipped without it, failed under CI=true (.ci/run installs it).
-func needStrace(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("strace")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("strace is not installed (CI=true)")
-		}
-		t.Skip("strace not installed: cannot kill tally at an exact point")
-	}
-	return p
-}
-
 // A `checkpoint --save` killed (SIGKILL, injected by strace) as it renames
 // refs/tally/checkpoints/N.lock over the ref leaves that lock. The next save
 // — of another size, so another ref — recognizes it from the writer record
@@ -31,7 +17,7 @@ func needStrace(t *testing.T) string {
 // 'refs/tally/*:refs/tally/*'` from the repository works.
 func TestCheckpointLockOrphanRemoved(t *testing.T) {
 	t.Parallel()
-	strace := needStrace(t)
+	strace := testrepo.Strace(t)
 	dir := newLedger(t, "cplock", 3) // 4 entries
 	lock := filepath.Join(gitIn(t, dir, "", "rev-parse", "--path-format=absolute", "--git-common-dir"),
 		"refs", "tally", "checkpoints", "4.lock")

@@ -166,13 +166,7 @@ func TestStalePackTempsRemoved(t *testing.T) {
 // reach — and afterwards the acknowledged entry's objects must be there.
 func TestGitGCBetweenPackAndRef(t *testing.T) {
 	t.Parallel()
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("strace is not installed (CI=true)")
-		}
-		t.Skip("strace not installed: cannot hold tally at an exact point")
-	}
+	strace := testrepo.Strace(t)
 	dir := initRepo(t)
 	gd := gitDir(t, dir)
 	lock := filepath.Join(gd, filepath.FromSlash(ledgerRef)+".lock")

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,20 +11,6 @@ import (
 	"github.com/tally-dev/tally/internal/gitserver"
 	"github.com/tally-dev/tally/internal/testrepo"
 )
-
-// needStrace returns strace's path: skipped without it, failed under CI=true
-// (.ci/run installs it).
-func needStrace(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("strace")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("strace is not installed (CI=true)")
-		}
-		t.Skip("strace not installed: cannot kill tally at an exact point")
-	}
-	return p
-}
 
 // killedDone runs `tally done cell --epoch epoch` in dir under strace, which
 // kills it (SIGKILL) as it opens the notes lock: after the done entry has
@@ -49,7 +34,7 @@ func killedDone(t *testing.T, strace, dir, actor, cell, epoch string) {
 // in remote mode the repaired note reaches the server's refs/notes/tally as
 // done's notes do.
 func TestReceiptRepairAfterKilledDone(t *testing.T) {
-	strace := needStrace(t)
+	strace := testrepo.Strace(t)
 	t.Run("local", func(t *testing.T) {
 		t.Parallel()
 		r := newRepo(t)

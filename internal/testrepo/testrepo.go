@@ -188,3 +188,26 @@ func WaitCompaction(t testing.TB, commonDir string) {
 	}
 	lock.Close()
 }
+
+// Missing reports that software a test needs (sshd, node, chromium, strace)
+// is absent: the test is skipped saying why, so `go test ./...` passes with
+// only Go and git, except under CI=true, where .ci/run installs all of it and
+// its absence fails the run.
+func Missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (under CI=true, .ci/run must install it)", why)
+	}
+	t.Skip(why)
+}
+
+// Strace returns strace's path, for the tests that kill or hold tally at an
+// exact system call (Missing without it).
+func Strace(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("strace")
+	if err != nil {
+		Missing(t, "strace is not installed: cannot stop tally at an exact system call")
+	}
+	return p
+}
