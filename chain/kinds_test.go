@@ -4,11 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/tally-dev/tally/internal/testrepo"
 )
 
 // TestKindsAreConstants: no non-test code spells an entry kind as a string
@@ -20,7 +19,7 @@ func TestKindsAreConstants(t *testing.T) {
 	if len(kinds) < 10 {
 		t.Fatalf("found only %d kinds in kinds.go: the scan is broken", len(kinds))
 	}
-	fset := token.NewFileSet()
+	var fset *token.FileSet
 	check := func(e ast.Expr) {
 		if bl, ok := e.(*ast.BasicLit); ok && bl.Kind == token.STRING {
 			if s, _ := strconv.Unquote(bl.Value); kinds[s] {
@@ -35,20 +34,8 @@ func TestKindsAreConstants(t *testing.T) {
 		sel, ok := e.(*ast.SelectorExpr)
 		return ok && sel.Sel.Name == "Kind"
 	}
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	testrepo.EachGoFile(t, "..", false, func(fs *token.FileSet, _ string, f *ast.File) {
+		fset = fs
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.KeyValueExpr:
@@ -75,11 +62,7 @@ func TestKindsAreConstants(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // declaredKinds parses kinds.go: the value of every Kind constant.

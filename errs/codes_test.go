@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/internal/testrepo"
 )
 
 // declaredCodes parses errs/codes.go: every Code constant, name -> value.
@@ -53,20 +53,10 @@ func emittedCodes(t *testing.T, declared map[string]string) map[string]string {
 		values[v] = name
 	}
 	codes := map[string]string{}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || path == filepath.Join("..", "errs")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
+	errsDir := filepath.Join("..", "errs")
+	testrepo.EachGoFile(t, "..", false, func(fset *token.FileSet, path string, f *ast.File) {
+		if filepath.Dir(path) == errsDir {
+			return
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
@@ -87,11 +77,7 @@ func emittedCodes(t *testing.T, declared map[string]string) map[string]string {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return codes
 }
 
@@ -173,21 +159,7 @@ func TestWithCopies(t *testing.T) {
 // TestWithResultUsed: With returns a copy, so a statement that calls it and
 // drops the result adds nothing. No code of the module may do that.
 func TestWithResultUsed(t *testing.T) {
-	fset := token.NewFileSet()
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	testrepo.EachGoFile(t, "..", true, func(fset *token.FileSet, _ string, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if s, ok := n.(*ast.ExprStmt); ok {
 				if call, ok := s.X.(*ast.CallExpr); ok {
@@ -198,9 +170,5 @@ func TestWithResultUsed(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

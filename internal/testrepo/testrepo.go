@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,4 +214,33 @@ func Strace(t testing.TB) string {
 		Missing(t, "strace is not installed: cannot stop tally at an exact system call")
 	}
 	return p
+}
+
+// EachGoFile parses every Go file of the module below root (tests too when
+// tests is set; .git, node_modules and testdata skipped) and calls fn with
+// each, for the tests that check a rule over the whole source (error codes
+// and kinds spelled as constants, With's result used).
+func EachGoFile(t testing.TB, root string, tests bool, fn func(fset *token.FileSet, path string, f *ast.File)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || (!tests && strings.HasSuffix(path, "_test.go")) {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		fn(fset, path, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
