@@ -2,7 +2,6 @@ package chain_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"strconv"
 	"testing"
@@ -15,7 +14,10 @@ import (
 // case of a switch on either): a typo there would compile and silently match nothing.
 // Kinds are written chain.KindX.
 func TestKindsAreConstants(t *testing.T) {
-	kinds := declaredKinds(t)
+	kinds := map[string]bool{}
+	for _, v := range testrepo.Constants(t, "kinds.go", "Kind") {
+		kinds[v] = true
+	}
 	if len(kinds) < 10 {
 		t.Fatalf("found only %d kinds in kinds.go: the scan is broken", len(kinds))
 	}
@@ -63,30 +65,4 @@ func TestKindsAreConstants(t *testing.T) {
 			return true
 		})
 	})
-}
-
-// declaredKinds parses kinds.go: the value of every Kind constant.
-func declaredKinds(t *testing.T) map[string]bool {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "kinds.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range g.Specs {
-			vs := spec.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Kind" {
-				for _, v := range vs.Values {
-					s, _ := strconv.Unquote(v.(*ast.BasicLit).Value)
-					out[s] = true
-				}
-			}
-		}
-	}
-	return out
 }

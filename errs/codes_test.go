@@ -2,7 +2,6 @@ package errs_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
@@ -14,33 +13,6 @@ import (
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/internal/testrepo"
 )
-
-// declaredCodes parses errs/codes.go: every Code constant, name -> value.
-func declaredCodes(t *testing.T) map[string]string {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "codes.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range g.Specs {
-			vs := spec.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Code" {
-				continue
-			}
-			for i, n := range vs.Names {
-				v, _ := strconv.Unquote(vs.Values[i].(*ast.BasicLit).Value)
-				out[n.Name] = v
-			}
-		}
-	}
-	return out
-}
 
 // emittedCodes returns every code the module's non-test code outside errs
 // names (errs.X for a Code constant X), mapped to one place that uses it. A
@@ -113,7 +85,7 @@ func documentedCodes(t *testing.T) map[string]errs.Class {
 // an agent can rely on it; the table lists nothing else. Code outside errs
 // never spells a code as a string literal.
 func TestEveryCodeHasAClass(t *testing.T) {
-	declared := declaredCodes(t)
+	declared := testrepo.Constants(t, "codes.go", "Code")
 	codes, documented := emittedCodes(t, declared), documentedCodes(t)
 	if len(declared) < 20 || len(codes) < 20 || len(documented) < 20 {
 		t.Fatalf("found only %d declared, %d used and %d documented codes: the scan is broken", len(declared), len(codes), len(documented))
