@@ -153,19 +153,33 @@ func (l *Ledger) verifiedUpTo(snap *Snapshot) error {
 // and refuses with the integrity code and seq otherwise. The record moves to
 // the checked tip when it can; a view on a read-only local directory still
 // answers, only checking the same entries again next time.
+//
+// A view holds no lock, so an append may move the ref and the record past
+// the tip it read: the record then names a descendant of that tip, which
+// reads as a rollback. A fork or rollback is therefore believed only when
+// the ref still holds the tip the view checked; otherwise the view reads
+// the new tip and checks again (an append landed; a real rollback leaves
+// the ref where it is).
 func (l *Ledger) VerifiedHead() (*Snapshot, error) {
-	snap, err := l.Head()
-	if err != nil {
-		return nil, err
+	for {
+		snap, err := l.Head()
+		if err != nil {
+			return nil, err
+		}
+		checked, err := l.checkSinceRecord(snap, "answer from")
+		if code := errs.CodeOf(err); code == errs.ForkDetected || code == errs.RollbackDetected {
+			if now, terr := l.Tip(); terr == nil && now != snap.Commit {
+				continue
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if checked {
+			_ = l.writeRecordMeta(l.writerRecordPath(), snap.Commit, snap.Meta)
+		}
+		return snap, nil
 	}
-	checked, err := l.checkSinceRecord(snap, "answer from")
-	if err != nil {
-		return nil, err
-	}
-	if checked {
-		_ = l.writeRecordMeta(l.writerRecordPath(), snap.Commit, snap.Meta)
-	}
-	return snap, nil
 }
 
 // checkSinceRecord verifies the entries of snap after the writer's record,

@@ -13,10 +13,10 @@ import (
 
 // Verification retains nothing per entry: the heap that is live while a
 // ledger of 4N entries is verified is no larger than for N entries, give or
-// take 500 bytes an entry (the in-order path keeps a 20-byte id for each, and
-// how many parallel segments are in flight when the heap is sampled varies
-// with scheduling: 237 was seen once; keeping every walked commit, as
-// before, cost 1,000–1,350),
+// take 500 bytes an entry (the in-order path keeps a 20-byte id for each;
+// keeping every walked commit, as before, cost 1,000–1,350; single samples
+// of the parallel path reached 565 under scheduling, hence the least of
+// three),
 // both for the parallel segments and for the in-order path with a
 // callback. The live heap is measured after a collection at every progress
 // call, that is, in the middle of the work, every progressEvery entries.
@@ -73,11 +73,16 @@ func TestVerifyMemoryFlatInLength(t *testing.T) {
 		}
 		return most
 	}
+	// least is the smallest of three peaks: how many parallel segments are
+	// in flight when the heap is sampled varies with scheduling, and one
+	// unlucky sample must not read as growth (a real retention shows in
+	// every run).
+	least := func(inOrder bool) uint64 { return min(peak(inOrder), peak(inOrder), peak(inOrder)) }
 	const n = 1500
 	grow(n)
-	small := [2]uint64{peak(false), peak(true)}
+	small := [2]uint64{least(false), least(true)}
 	grow(3 * n)
-	for i, big := range [2]uint64{peak(false), peak(true)} {
+	for i, big := range [2]uint64{least(false), least(true)} {
 		path := [2]string{"parallel segments", "in order"}[i]
 		t.Logf("%s: live heap %d KB at %d entries, %d KB at %d", path, small[i]>>10, n, big>>10, 4*n)
 		if big > small[i]+500*3*n {
