@@ -283,16 +283,30 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 	return remoteFailure(err, summary)
 }
 
-// porcelainStatus finds ref's line in `git push --porcelain` output
-// ("<flag>\t<from>:<to>\t<summary>") and returns its flag and summary.
-func porcelainStatus(out, ref string) (flag, summary string, found bool) {
+// porcelainLine is one ref's status line of `git push --porcelain`:
+// "<flag>\t<from>:<to>\t<summary>".
+type porcelainLine struct{ flag, from, to, summary string }
+
+// porcelainFind returns the first status line of out that match accepts.
+func porcelainFind(out string, match func(porcelainLine) bool) (porcelainLine, bool) {
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.SplitN(line, "\t", 3)
-		if len(f) == 3 && strings.HasSuffix(f[1], ":"+ref) {
-			return f[0], f[2], true
+		if len(f) != 3 || len(f[0]) != 1 {
+			continue
+		}
+		from, to, ok := strings.Cut(f[1], ":")
+		if pl := (porcelainLine{f[0], from, to, f[2]}); ok && match(pl) {
+			return pl, true
 		}
 	}
-	return "", "", false
+	return porcelainLine{}, false
+}
+
+// porcelainStatus finds ref's line (by its destination) and returns its
+// flag and summary.
+func porcelainStatus(out, ref string) (flag, summary string, found bool) {
+	pl, found := porcelainFind(out, func(pl porcelainLine) bool { return pl.to == ref })
+	return pl.flag, pl.summary, found
 }
 
 // splitStderr parts git's stderr into what the server said (its "remote:"

@@ -53,32 +53,26 @@ func (r *Repo) PushRequest(remote, ref string, commit ObjectID) (*RequestResult,
 // summary is "[remote rejected] (<reason>)" and an update's "<old>..<new>"
 // or "[new reference]".
 func parsePorcelain(out, src string) (*RequestResult, bool) {
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.SplitN(line, "\t", 3)
-		if len(f) != 3 || len(f[0]) != 1 {
-			continue
+	pl, ok := porcelainFind(out, func(pl porcelainLine) bool { return pl.from == src })
+	if !ok {
+		return nil, false
+	}
+	res := &RequestResult{Ref: pl.to}
+	if pl.flag == "!" {
+		reason := pl.summary
+		if i := strings.Index(reason, "("); i >= 0 && strings.HasSuffix(reason, ")") {
+			reason = reason[i+1 : len(reason)-1]
 		}
-		from, to, ok := strings.Cut(f[1], ":")
-		if !ok || from != src {
-			continue
-		}
-		res := &RequestResult{Ref: to}
-		if f[0] == "!" {
-			reason := f[2]
-			if i := strings.Index(reason, "("); i >= 0 && strings.HasSuffix(reason, ")") {
-				reason = reason[i+1 : len(reason)-1]
-			}
-			res.Reason = reason
-			return res, true
-		}
-		res.OK = true
-		if summary := strings.Fields(f[2]); len(summary) > 0 {
-			f[2] = summary[0]
-		}
-		if old, new, ok := strings.Cut(f[2], ".."); ok {
-			res.Old, res.New = old, strings.TrimPrefix(new, ".")
-		}
+		res.Reason = reason
 		return res, true
 	}
-	return nil, false
+	res.OK = true
+	summary := pl.summary
+	if fields := strings.Fields(summary); len(fields) > 0 {
+		summary = fields[0]
+	}
+	if old, new, ok := strings.Cut(summary, ".."); ok {
+		res.Old, res.New = old, strings.TrimPrefix(new, ".")
+	}
+	return res, true
 }
