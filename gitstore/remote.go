@@ -3,6 +3,7 @@ package gitstore
 import (
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"golang.org/x/net/html"
 )
 
 // Remote transport is the git CLI's: `git ls-remote`, `git fetch` and `git
@@ -432,36 +431,67 @@ func notFound(s string) bool {
 
 // plainText reduces s to plain words when it holds markup (an HTML error
 // page in an HTTP response): the content of script and style elements and
-// every tag go, entities are decoded and runs of white space become one
-// space. Text without markup is returned as it is.
+// every tag and comment go, entities are decoded and runs of white space
+// become one space. A "<" that does not open a tag (a letter, "/", "!" or
+// "?" after it) is text, as in HTML. Text without markup is returned as it
+// is. The standard library's html decodes the entities (its table is built
+// on first use); golang.org/x/net/html's tokenizer did this before, at the
+// price of building its entity table in every tally process's initializers.
 func plainText(s string) string {
 	if !strings.Contains(s, "<") || !strings.Contains(s, ">") {
 		return s
 	}
 	var b strings.Builder
-	z := html.NewTokenizer(strings.NewReader(s))
-	skip := 0
-	for {
-		switch z.Next() {
-		case html.ErrorToken:
-			return strings.Join(strings.Fields(b.String()), " ")
-		case html.TextToken:
-			if skip == 0 {
-				b.Write(z.Text())
-				b.WriteByte(' ')
+	for s != "" {
+		i := strings.IndexByte(s, '<')
+		if i < 0 {
+			b.WriteString(html.UnescapeString(s))
+			break
+		}
+		b.WriteString(html.UnescapeString(s[:i]))
+		s = s[i:]
+		if len(s) < 2 || !opensTag(s[1]) {
+			b.WriteByte('<')
+			s = s[1:]
+			continue
+		}
+		end := ">"
+		if strings.HasPrefix(s, "<!--") {
+			end = "-->"
+		}
+		j := strings.Index(s, end)
+		if j < 0 {
+			break // an unterminated tag: the rest is inside it
+		}
+		tag := s[1:j]
+		s = s[j+len(end):]
+		b.WriteByte(' ')
+		if name := strings.ToLower(tagName(tag)); name == "script" || name == "style" {
+			// raw text up to the element's end tag, which the loop then drops
+			k := strings.Index(strings.ToLower(s), "</"+name)
+			if k < 0 {
+				break
 			}
-		case html.StartTagToken:
-			if n, _ := z.TagName(); string(n) == "script" || string(n) == "style" {
-				skip++
-			}
-			b.WriteByte(' ')
-		case html.EndTagToken:
-			if n, _ := z.TagName(); (string(n) == "script" || string(n) == "style") && skip > 0 {
-				skip--
-			}
-			b.WriteByte(' ')
+			s = s[k:]
 		}
 	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// opensTag reports whether c, after a "<", makes it the start of a tag, an
+// end tag, a comment or a declaration.
+func opensTag(c byte) bool {
+	return c|0x20 >= 'a' && c|0x20 <= 'z' || c == '/' || c == '!' || c == '?'
+}
+
+// tagName is the element name a start tag's text (what is between "<" and
+// ">") opens; "" for an end tag, a comment or a declaration.
+func tagName(tag string) string {
+	n := 0
+	for n < len(tag) && (tag[n]|0x20 >= 'a' && tag[n]|0x20 <= 'z' || tag[n] >= '0' && tag[n] <= '9') {
+		n++
+	}
+	return tag[:n]
 }
 
 // RefMovedError reports a push not sent because the remote ref no longer held
