@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -285,12 +286,16 @@ func LostRaceMessage(old, cur gitstore.ObjectID, hint time.Duration) string {
 	return fmt.Sprintf("the ledger moved from %s to %s; retry-after-ms=%d", old, cur, hint.Milliseconds())
 }
 
-var lostRaceLine = regexp.MustCompile(`tally: refused (\S+): CONFLICT: the ledger moved from ([0-9a-f]{40}) to ([0-9a-f]{40}); retry-after-ms=([0-9]+)`)
+// lostRaceLine is compiled when a push fails, not in the package's
+// initializer, which every tally process runs (1.9% of a tally note).
+var lostRaceLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`tally: refused (\S+): CONFLICT: the ledger moved from ([0-9a-f]{40}) to ([0-9a-f]{40}); retry-after-ms=([0-9]+)`)
+})
 
 // parseLostRace finds a lost-race refusal of ref in what the server said and
 // returns the ledger's value then and the server's retry hint.
 func parseLostRace(said, ref string) (cur gitstore.ObjectID, hint time.Duration, ok bool) {
-	for _, m := range lostRaceLine.FindAllStringSubmatch(said, -1) {
+	for _, m := range lostRaceLine().FindAllStringSubmatch(said, -1) {
 		id, err := gitstore.ParseObjectID(m[3])
 		ms, err2 := strconv.ParseUint(m[4], 10, 32)
 		if m[1] == ref && err == nil && err2 == nil {
