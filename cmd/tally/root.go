@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -30,9 +29,7 @@ type app struct {
 	stderr    io.Writer
 
 	// The progress bar being shown, if any (term.go).
-	bar     *progressbar.ProgressBar
-	barWhat string
-	barDone int
+	bar *progressBar
 }
 
 // run executes tally with args and returns the exit code (the error's class).
