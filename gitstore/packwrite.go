@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -38,11 +37,7 @@ var packZlibWriters = sync.Pool{New: func() any {
 }}
 
 // PackWriter collects objects and writes them as one pack without deltas.
-// Objects are compressed (or copied) as they are added, so the caller may
-// reuse the data. Past the first packBatchSize objects, they are compressed
-// in batches on other goroutines while the caller goes on (a plan of 100k
-// cells spent a third of its CPU compressing its blobs, on one core); the
-// pack's order is the order of Add whatever finishes first.
+// Objects are compressed as they are added, so the caller may reuse the data.
 type PackWriter struct {
 	entries [][]byte // pack entries: type and size header, then the zlib stream
 	ids     []ObjectID
@@ -51,30 +46,6 @@ type PackWriter struct {
 	// it already holds), for a caller that shows how far a large tree write
 	// (Tree.Hash, counted beforehand by Tree.Pending) has come.
 	Progress func()
-
-	batch    *packBatch   // objects added but not yet compressed
-	inflight []*packBatch // batches being or done being compressed elsewhere
-	busy     sync.WaitGroup
-}
-
-// packBatchSize is how many objects go to another goroutine at once, and
-// how many a writer compresses in line before it starts doing so: an
-// append's dozen objects cost less than a goroutine.
-const packBatchSize = 256
-
-// packCompressors bounds the goroutines compressing batches, in all writers
-// together, to one fewer than the cores: the adding goroutine is the last
-// one, and compresses a batch itself when the others are all busy.
-var packCompressors = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
-
-// packBatch is a run of consecutive objects: their pack entries start at
-// index first, and raw holds each one's header followed by its data until
-// it is compressed into entries.
-type packBatch struct {
-	first   int
-	raw     [][]byte
-	hdrLen  []int
-	entries [][]byte
 }
 
 // NewPackWriter returns an empty PackWriter.
@@ -106,77 +77,17 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 		hdr[len(hdr)-1] |= 0x80
 		hdr = append(hdr, byte(size&0x7f))
 	}
-	w.ids = append(w.ids, id)
-	switch {
-	case len(w.ids) <= packBatchSize:
-		w.entries = append(w.entries, compressedEntry(hdr, data))
-	default:
-		if w.batch == nil {
-			w.batch = &packBatch{first: len(w.entries)}
-		}
-		w.entries = append(w.entries, nil) // the batch's, once compressed
-		w.batch.hdrLen = append(w.batch.hdrLen, len(hdr))
-		w.batch.raw = append(w.batch.raw, append(hdr, data...))
-		if len(w.batch.raw) == packBatchSize {
-			w.startBatch()
-		}
-	}
-	if w.Progress != nil {
-		w.Progress()
-	}
-}
-
-// compressedEntry is an object's pack entry: its header, then data compressed.
-func compressedEntry(hdr, data []byte) []byte {
 	buf := bytes.NewBuffer(hdr)
 	zw := packZlibWriters.Get().(*zlib.Writer)
 	zw.Reset(buf)
 	zw.Write(data) // writes to a bytes.Buffer cannot fail
 	zw.Close()
 	packZlibWriters.Put(zw)
-	return buf.Bytes()
-}
-
-// compress turns the batch's raw objects into pack entries.
-func (b *packBatch) compress() {
-	b.entries = make([][]byte, len(b.raw))
-	for i, r := range b.raw {
-		b.entries[i] = compressedEntry(r[:b.hdrLen[i]:b.hdrLen[i]], r[b.hdrLen[i]:])
+	w.entries = append(w.entries, buf.Bytes())
+	w.ids = append(w.ids, id)
+	if w.Progress != nil {
+		w.Progress()
 	}
-	b.raw = nil
-}
-
-// startBatch hands the current batch to a compressing goroutine, or
-// compresses it here when packCompressors are all busy.
-func (w *PackWriter) startBatch() {
-	b := w.batch
-	w.batch = nil
-	w.inflight = append(w.inflight, b)
-	select {
-	case packCompressors <- struct{}{}:
-		w.busy.Add(1)
-		go func() {
-			defer w.busy.Done()
-			b.compress()
-			<-packCompressors
-		}()
-	default:
-		b.compress()
-	}
-}
-
-// finish compresses what is left and puts every batch's entries in place.
-func (w *PackWriter) finish() {
-	if w.batch != nil {
-		w.batch.compress()
-		w.inflight = append(w.inflight, w.batch)
-		w.batch = nil
-	}
-	w.busy.Wait()
-	for _, b := range w.inflight {
-		copy(w.entries[b.first:], b.entries)
-	}
-	w.inflight = nil
 }
 
 // WriteTo writes the objects to objectDir/pack as pack-<hex>.pack and
@@ -242,7 +153,6 @@ const packKeepText = "tally: protects a pack until its ref is updated\n"
 const staleTempAge = 10 * time.Minute
 
 func (w *PackWriter) stage(objectDir string) (*stagedPack, error) {
-	w.finish()
 	if len(w.entries) == 0 {
 		return nil, errors.New("gitstore: no objects to pack")
 	}
