@@ -166,7 +166,7 @@ func parseSectionHeader(text string, i int) (section, sub string, next int, ok b
 	for i < len(text) && (text[i] == ' ' || text[i] == '\t') {
 		i++
 	}
-	if name == "" || strings.Contains(name, ".") || i == len(text) || text[i] != '"' {
+	if name == "" || i == len(text) || text[i] != '"' {
 		return "", "", i, false
 	}
 	var b strings.Builder
@@ -184,6 +184,11 @@ func parseSectionHeader(text string, i int) (section, sub string, next int, ok b
 	}
 	if i+1 >= len(text) || text[i+1] != ']' {
 		return "", "", i, false
+	}
+	// [a.b "c"] is git's a.b.c: "b" lowercased like the section, "c" kept
+	section, sub, dotted := strings.Cut(name, ".")
+	if dotted {
+		return section, sub + "." + b.String(), i + 2, true
 	}
 	return name, b.String(), i + 2, true
 }

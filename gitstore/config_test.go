@@ -117,6 +117,8 @@ two
 [sec "sub"] k3 = lower
 [sec  "with \"quote\" and \\ back"]
 	k4 = odd
+[Sec.Dot "Ted"]
+	k5 = dotted
 [remote "origin"]
 	url = /srv/a.git
 [remote "Origin"]
@@ -133,7 +135,7 @@ two
 	cfg := repo.Config()
 	for _, name := range []string{"core.repositoryformatversion", "x.flag", "x.quoted", "X.inner", "x.spaced", "x.cont",
 		"x.esc", "x.mixed-case", "x.MIXED-CASE", "x.last", "sec.sub.k", "sec.Sub.k", "sec.Sub.k2", "sec.sub.k3", "sec.SUB.k3",
-		`sec.with "quote" and \ back.k4`, "remote.origin.url", "remote.Origin.url", "x.missing"} {
+		`sec.with "quote" and \ back.k4`, "sec.dot.Ted.k5", "sec.Dot.Ted.k5", "remote.origin.url", "remote.Origin.url", "x.missing"} {
 		cmd := exec.Command("git", "config", "--get", name)
 		cmd.Dir = dir
 		out, err := cmd.Output()
