@@ -97,11 +97,11 @@ func (c *Config) read(r *Repo, path string, depth int) {
 // parseConfig calls emit for each variable of a git configuration file's
 // text, in order, and stops at the first line git's parser (config.c)
 // would refuse. The syntax is git-config(1)'s: "[section]",
-// `[section "subsection"]` (\ and \" escaped in the subsection) or the
-// legacy "[section.subsection]"; a variable may follow a section header on
-// its line; "name = value" or "name" alone on its line (not even a comment
-// after it); "#" and ";" start a comment
-// outside double quotes; in a value, double quotes keep white space and
+// `[section "subsection"]` (\ and \" escaped in the subsection; `[a.b "c"]`
+// is section a, subsection b.c) or the legacy "[section.subsection]"; a
+// variable may follow a section header on its line; "name = value" or
+// "name" alone on its line (not even a comment after it); "#" and ";" start
+// a comment outside double quotes; in a value, double quotes keep white space and
 // comment characters, \t \n \b \\ \" are escapes, a backslash before
 // the end of the line continues the value on the next line, and white space
 // outside quotes is dropped at either end and kept inside, each tab or space
