@@ -20,7 +20,6 @@ import (
 // held with strace just before it renames the ledger's ref lock into place.
 func TestGitGCBetweenSyncPushAndRef(t *testing.T) {
 	t.Parallel()
-	strace := testrepo.Strace(t)
 	s := newRemoteSite(t, gitserver.GitDaemon, true)
 	a, b := s.clone("a"), s.clone("b")
 	s.tally(a, "A", "remote", "set", "origin")
@@ -33,12 +32,45 @@ func TestGitGCBetweenSyncPushAndRef(t *testing.T) {
 	}
 	lb.WaitMaintenance()
 	lb.Close()
-	gd := gitDir(t, b)
+	heldBesideGC(t, s, b, "sync", "origin")
+	if got, want := tip(t, b), s.serverTip(); got != want {
+		t.Fatalf("local tip %s, server %s", got, want)
+	}
+	fsck(t, b)
+	verifyOK(t, b, true)
+}
+
+// The same for a remote append: pushed, not yet fast-forwarded locally.
+func TestGitGCBetweenRemoteAppendAndRef(t *testing.T) {
+	t.Parallel()
+	s := newRemoteSite(t, gitserver.GitDaemon, true)
+	a, b := s.clone("a"), s.clone("b")
+	s.tally(a, "A", "remote", "set", "origin")
+	s.tally(a, "A", "init")
+	s.tally(b, "B", "remote", "set", "origin")
+	s.tally(b, "B", "note", "first")
+	heldBesideGC(t, s, b, "note", "held")
+	if got, want := tip(t, b), s.serverTip(); got != want {
+		t.Fatalf("local tip %s, server %s", got, want)
+	}
+	fsck(t, b)
+	verifyOK(t, b, true)
+}
+
+// heldBesideGC runs `tally args...` in the clone dir under strace, which
+// holds it just before it renames the local ledger's ref lock into place
+// once the lock names the server's tip (the push is done); meanwhile it runs
+// `git gc --prune=now` in dir. The command must then succeed and leave no
+// .keep behind.
+func heldBesideGC(t *testing.T, s *remoteSite, dir string, args ...string) {
+	t.Helper()
+	strace := testrepo.Strace(t)
+	gd := gitDir(t, dir)
 	lock := filepath.Join(gd, filepath.FromSlash(ledgerRef)+".lock")
 	renames := "rename,renameat,renameat2"
-	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-P", lock,
-		"-e", "trace="+renames, "-e", "inject="+renames+":delay_enter=5000000",
-		testrepo.Tally(t), "-C", b, "--json", "sync", "origin")
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", lock,
+		"-e", "trace=" + renames, "-e", "inject=" + renames + ":delay_enter=5000000",
+		testrepo.Tally(t), "-C", dir, "--json"}, args...)...)
 	cmd.Env = testrepo.Env("TALLY_ACTOR=B")
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -47,8 +79,6 @@ func TestGitGCBetweenSyncPushAndRef(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	// Held: the lock holds the new id, which the server already has (the
-	// push is done; only the local ref move is left).
 	held := func() bool {
 		lk, err := os.ReadFile(lock)
 		return err == nil && len(lk) == 41 && string(lk[:40]) == s.serverTip()
@@ -56,23 +86,18 @@ func TestGitGCBetweenSyncPushAndRef(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); !held(); {
 		select {
 		case err := <-exited:
-			t.Fatalf("the sync ended before it was held: %v %s %s", err, out.String(), stderr.String())
+			t.Fatalf("tally %v ended before it was held: %v %s %s", args, err, out.String(), stderr.String())
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the sync was never held before its local ref rename")
+			t.Fatalf("tally %v was never held before its local ref rename", args)
 		}
 	}
-	gitIn(t, b, nil, "gc", "--prune=now", "--quiet")
+	gitIn(t, dir, nil, "gc", "--prune=now", "--quiet")
 	if err := <-exited; err != nil {
-		t.Fatalf("the held sync: %v %s %s", err, out.String(), stderr.String())
-	}
-	if got, want := tip(t, b), s.serverTip(); got != want {
-		t.Fatalf("local tip %s, server %s", got, want)
+		t.Fatalf("the held tally %v: %v %s %s", args, err, out.String(), stderr.String())
 	}
 	if keeps, _ := filepath.Glob(filepath.Join(gd, "objects", "pack", "*.keep")); len(keeps) != 0 {
-		t.Errorf("the sync left %v", keeps)
+		t.Errorf("tally %v left %v", args, keeps)
 	}
-	fsck(t, b)
-	verifyOK(t, b, true)
 }

@@ -183,10 +183,14 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 			nc.Parents = []gitstore.ObjectID{theirs}
 		}
 		next := pw.Add(gitstore.CommitObject, nc.Encode())
-		pack, err := pw.WriteTo(l.Repo.ObjectDir)
+		// No ref reaches the notes commit until the push lands and
+		// MergeNotes moves the local notes to it: its pack is kept from git
+		// gc until this function returns.
+		pack, release, err := pw.WriteKept(l.Repo.ObjectDir)
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		defer release()
 		pushErr := l.Repo.PushRef(remote, NotesRef, theirs, next)
 		var cur gitstore.ObjectID
 		if pushErr == nil {
