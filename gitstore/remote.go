@@ -73,7 +73,12 @@ func (r *Repo) remoteGit(remote string, args []string, rest ...string) ([]byte, 
 		return nil, err
 	}
 	argv := append(append(args[:len(args):len(args)], "--", remote), rest...)
-	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout}.Run()
+	run := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout}
+	if i := slices.Index(args, "push"); i >= 0 && r.PushProgress != nil {
+		run.Args = slices.Insert(slices.Clone(argv), i+1, "--progress")
+		run.Progress = r.PushProgress
+	}
+	out, err := run.Run()
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
 		service := "git-upload-pack"
