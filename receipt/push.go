@@ -47,9 +47,13 @@ type NotesPush struct {
 // does not have yet, say), each commit is tried alone, up to notesSingles of
 // them, so one commit cannot hold back the others' notes. It fails only when
 // it cannot read or write local state; a push that does not land is reported
-// in the result.
+// in the result. A clone without notes has no line the remote could lack,
+// and asks it nothing.
 func PushNotes(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gitstore.Ident) (*NotesPush, error) {
 	res := &NotesPush{Remote: remote, Pushed: []string{}, Pending: []string{}}
+	if _, err := l.Repo.ReadRef(NotesRef); errors.Is(err, gitstore.ErrNoRef) {
+		return res, nil
+	}
 	pushed, pending, why, err := pushNotesOnce(l, s, remote, who, nil)
 	if err != nil {
 		return nil, err

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/internal/gitserver"
+	"github.com/tally-dev/tally/internal/testrepo"
 )
 
 // sync on a terminal shows git's own push progress (its object counts) and
@@ -56,5 +60,35 @@ func TestSyncProgressOnTerminal(t *testing.T) {
 		if res.code != 0 || (how.termed && res.term != "") || (!how.termed && res.stderr != "") {
 			t.Errorf("sync %q (stderr on a terminal: %v): exit %d, stderr %q%q", how.flag, how.termed, res.code, res.term, res.stderr)
 		}
+	}
+}
+
+// The first sync of a local ledger to an empty remote asks the remote once
+// (the fetch that finds no ledger there) and pushes once: nothing is
+// fetched after the push, not even notes (the clone has none to send).
+func TestFirstSyncConnections(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	bare := gitserver.NewBare(t, root, "shared.git")
+	log := filepath.Join(t.TempDir(), "services")
+	hook := filepath.Join(t.TempDir(), "access-hook")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho \"$1\" >>'"+log+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url := gitserver.DaemonWith(t, root, gitserver.DaemonOptions{AccessHook: hook}) + "/shared.git"
+	c := &netCluster{t: t, kind: gitserver.GitDaemon, bare: bare, url: url, bin: testrepo.Tally(t)}
+	dir := c.clone("a")
+	c.ok(dir, "alice", nil, "init")
+	c.ok(dir, "alice", nil, "note", "offline")
+	before, _ := os.ReadFile(log)
+	if p := c.ok(dir, "alice", nil, "sync", "origin"); p["action"] != "pushed" {
+		t.Fatalf("sync: %v", p)
+	}
+	after, _ := os.ReadFile(log)
+	if got := strings.Fields(string(after[len(before):])); !slices.Equal(got, []string{"upload-pack", "receive-pack"}) {
+		t.Errorf("the first sync asked the server for %v, want one fetch and one push", got)
+	}
+	if got := c.serverTip(); got != testrepo.Git(t, dir, "rev-parse", "refs/tally/ledger") {
+		t.Errorf("server ledger %s is not the local one", got)
 	}
 }
