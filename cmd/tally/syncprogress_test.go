@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/internal/gitserver"
@@ -60,6 +61,18 @@ func TestSyncProgressOnTerminal(t *testing.T) {
 		if res.code != 0 || (how.termed && res.term != "") || (!how.termed && res.stderr != "") {
 			t.Errorf("sync %q (stderr on a terminal: %v): exit %d, stderr %q%q", how.flag, how.termed, res.code, res.term, res.stderr)
 		}
+	}
+	// A push the server's hook refuses, with progress on: the error says
+	// what the server said, and none of git's counters.
+	gitserver.NewBare(t, filepath.Dir(c.bare), "future.git")
+	testrepo.Git(t, a, "remote", "add", "future", strings.TrimSuffix(c.url, "/shared.git")+"/future.git")
+	ahead := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	c.ok(a, "alice", []string{"TALLY_NOW=" + ahead}, "--local", "note", "from the future")
+	res = onTerminal(t, a, false, true, nil, "sync", "future")
+	_, msg, _ := strings.Cut(res.term, "REMOTE-REJECTED")
+	if res.code != 2 || !strings.Contains(res.term, "Writing objects: ") || !strings.Contains(msg, "ahead of the server clock") ||
+		strings.Contains(msg, "objects: ") || strings.Contains(msg, "Total ") {
+		t.Errorf("refused sync on a terminal: exit %d, want 2, the push progress, then REMOTE-REJECTED with the server's words only: %q", res.code, res.term)
 	}
 }
 
