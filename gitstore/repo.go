@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,11 +27,6 @@ type Repo struct {
 	// alternates are extra object directories from GIT_ALTERNATE_OBJECT_DIRECTORIES
 	// (set by git for pre-receive hooks, together with a quarantine object directory).
 	alternates []string
-	// PushProgress, while set, receives git's own progress of every push
-	// (PushRef runs git push --progress): the counts git prints as it packs
-	// and writes, and what the server's side prints ("remote: ..."), as
-	// they come. Nil (the default) keeps pushes quiet.
-	PushProgress io.Writer
 
 	odbOnce sync.Once
 	odb     *ObjectDB

@@ -248,7 +248,7 @@ func hasDeadEvidence(snap *Snapshot, from uint64) bool {
 // pushTo moves the remote ledger from old to tip, deciding a failed push by
 // listing the remote ref. A lost race is CONFLICT.
 func (l *Ledger) pushTo(remote string, old, tip gitstore.ObjectID) error {
-	pushErr := l.Repo.PushRef(remote, l.Ref, old, tip)
+	pushErr := l.Repo.PushRefShowing(remote, l.Ref, old, tip, l.PushProgress)
 	if pushErr == nil {
 		return nil
 	}

@@ -245,7 +245,7 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 	}
 	c.L.Progress = a.progress()
 	if c.L.Progress != nil {
-		c.L.Repo.PushProgress = gitProgressOut{a.stderr}
+		c.L.PushProgress = gitProgressOut{a.stderr}
 	}
 	if acting && c.Actor == "" {
 		c.Close()

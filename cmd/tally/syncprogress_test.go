@@ -62,6 +62,10 @@ func TestSyncProgressOnTerminal(t *testing.T) {
 			t.Errorf("sync %q (stderr on a terminal: %v): exit %d, stderr %q%q", how.flag, how.termed, res.code, res.term, res.stderr)
 		}
 	}
+	// A remote append pushes a few objects: it shows nothing.
+	if res := onTerminal(t, a, false, true, nil, "--remote", "origin", "note", "small"); res.code != 0 || res.term != "" {
+		t.Errorf("remote note on a terminal: exit %d, stderr %q%s", res.code, res.term, res.stdout)
+	}
 	// A push the server's hook refuses, with progress on: the error says
 	// what the server said, and none of git's counters.
 	gitserver.NewBare(t, filepath.Dir(c.bare), "future.git")
