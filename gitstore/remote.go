@@ -68,11 +68,17 @@ func (r *Repo) RemoteURL(name string) (string, error) {
 // configured remote's name, or a URL or path) in the repository, with
 // remoteEnv; args go before the remote, rest after it.
 func (r *Repo) remoteGit(remote string, args []string, rest ...string) ([]byte, error) {
+	return r.remoteGitShowing(remote, nil, args, rest...)
+}
+
+// remoteGitShowing is remoteGit copying git's stderr to progress as it
+// comes (GitRun.Progress), when progress is not nil.
+func (r *Repo) remoteGitShowing(remote string, progress io.Writer, args []string, rest ...string) ([]byte, error) {
 	if _, err := r.RemoteURL(remote); err != nil {
 		return nil, err
 	}
 	argv := append(append(args[:len(args):len(args)], "--", remote), rest...)
-	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout}.Run()
+	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout, Progress: progress}.Run()
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
 		service := "git-upload-pack"
@@ -264,12 +270,25 @@ func (r *Repo) syncNewPacks(before map[string]bool) error {
 // one, and git looks again in the pack directory when an object goes
 // missing from a pack it listed, so the push never misses them.
 func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
+	return r.PushRefShowing(remote, ref, old, new, nil)
+}
+
+// PushRefShowing is PushRef showing git's own progress: when progress is
+// not nil, git push runs with --progress and what it prints on stderr (its
+// counters, and the server's lines as "remote: ...") is copied to progress
+// as it comes, for a push long enough to be watched (a first sync of
+// thousands of entries).
+func (r *Repo) PushRefShowing(remote, ref string, old, new ObjectID, progress io.Writer) error {
 	expect := ""
 	if !old.IsZero() {
 		expect = old.String()
 	}
-	out, err := r.remoteGit(remote, []string{"push", "--porcelain", "--no-verify", "--no-signed",
-		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}, new.String()+":"+ref)
+	args := []string{"push", "--porcelain", "--no-verify", "--no-signed",
+		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}
+	if progress != nil {
+		args = append(args, "--progress")
+	}
+	out, err := r.remoteGitShowing(remote, progress, args, new.String()+":"+ref)
 	flag, summary, found := porcelainStatus(string(out), ref)
 	switch {
 	case err == nil && found && flag != "!":

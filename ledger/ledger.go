@@ -7,6 +7,7 @@ package ledger
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"time"
 
@@ -49,6 +50,11 @@ type Ledger struct {
 	// Progress, if set, is told how far verification, sync's rebuild, a
 	// large append and compaction have come.
 	Progress Progress
+	// PushProgress, if set, receives git's own progress of sync's ledger
+	// push (gitstore.Repo.PushRefShowing): the one push that may send
+	// thousands of entries. Other pushes (a remote append's, notes) send a
+	// few objects and stay quiet.
+	PushProgress io.Writer
 
 	now      func() time.Time
 	signer   *identity.Signer

@@ -204,7 +204,9 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			return nil, err
 		}
 		tip := out[len(out)-1].Commit
-		pack, err := pw.WriteTo(l.Repo.ObjectDir)
+		// No ref reaches the pack until the push is decided and the local
+		// ledger fast-forwards: it is kept from git gc until then.
+		pack, release, err := pw.WriteKept(l.Repo.ObjectDir)
 		if err != nil {
 			return nil, err
 		}
@@ -224,6 +226,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		case moved: // nothing was sent: no need to ask what happened
 		default:
 			if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
+				release()
 				return nil, remoteError(err)
 			}
 		}
@@ -235,6 +238,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		switch {
 		case moved:
 			// Another writer moved the ref since base: fetch, verify, rebuild.
+			release()
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
 			fetch = true
 		case cur == tip:
@@ -243,9 +247,11 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			}
 			l.writeRemoteRecord(remote, tip)
 			l.fastForwardLocal(base, tip)
+			release()
 			l.maybePack()
 			return out, nil
 		case cur == base: // not applied; a retry writes a pack of its own
+			release()
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
 			if errors.Is(pushErr, gitstore.ErrPushRejected) || errors.Is(pushErr, gitstore.ErrRemoteDenied) {
 				return nil, remoteError(pushErr)
@@ -258,6 +264,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			// server said how long landings take. Wait a random part of a few
 			// of those intervals (more after each loss) so losers spread out;
 			// a hint of 0 says the base was stale rather than raced.
+			release()
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
 			fetch = true
 			lost++
@@ -267,6 +274,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			continue
 		default:
 			// Someone else moved the ref: our commit may be under theirs.
+			release()
 			if db, err := l.Repo.Objects(); err == nil {
 				db.AddPack(pack)
 			}

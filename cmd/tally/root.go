@@ -241,6 +241,9 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 		return nil, err
 	}
 	c.L.Progress = a.progress()
+	if c.L.Progress != nil {
+		c.L.PushProgress = gitProgressOut{a.stderr}
+	}
 	if acting && c.Actor == "" {
 		c.Close()
 		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")

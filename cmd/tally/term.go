@@ -135,6 +135,20 @@ func (b *progressBar) clear() {
 	}
 }
 
+// gitProgressOut passes git's own push progress to the terminal, made inert
+// like everything else tally shows, but for the carriage returns and line
+// feeds with which git redraws its counters. What the server says comes
+// through git, which starts each of its lines, after a carriage return too,
+// with "remote: ", so no server text can pose as tally's or git's own.
+type gitProgressOut struct{ w io.Writer }
+
+func (g gitProgressOut) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(g.w, escapeControls(string(p), "\r\n")); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // humanOut is the writer behind every human (non-JSON) rendering. Whatever
 // is written through it is made inert (escapeControls, keeping line breaks
 // and tabs, which the renderings use for layout), so no ledger text can
