@@ -79,7 +79,7 @@ func (c *Client) signCheckpoint(cp anchor.Checkpoint, commit gitstore.ObjectID, 
 	for _, s := range signers {
 		res.VerifierKeys = append(res.VerifierKeys, s.Key)
 	}
-	text, err := anchor.Sign(cp, signers...)
+	text, err := anchor.Sign(cp, commit, signers...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tally-dev/tally/anchor"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/identity"
 )
 
@@ -88,7 +89,7 @@ func TestSignedCheckpoint(t *testing.T) {
 	if s2.Key != vkey {
 		t.Fatalf("note key verifier %q, want %q", s2.Key, vkey)
 	}
-	text, err := anchor.Sign(c, s1, s2)
+	text, err := anchor.Sign(c, gitstore.ObjectID{}, s1, s2)
 	if err != nil {
 		t.Fatal(err)
 	}
