@@ -96,36 +96,36 @@ func (l *Ledger) firstContact(remote string) bool {
 // A trusted checkpoint larger than the remote's ledger is ROLLBACK-DETECTED;
 // one whose commit is not the ledger's commit at its last seq, or whose
 // commit's chain meta is not the checkpoint's, is FORK-DETECTED.
-func (l *Ledger) fetchFromCheckpoint(remote string) (gitstore.ObjectID, error) {
+func (l *Ledger) fetchFromCheckpoint(remote string) (gitstore.ObjectID, *Report, error) {
 	stored := l.Namespace + "/checkpoints/"
 	tracking := TrackingRef(remote, stored)
 	depth := 1
 	tip, err := l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: stored, Tracking: tracking})
 	if err != nil {
-		return tip, remoteError(err)
+		return tip, nil, remoteError(err)
 	}
 	if tip.IsZero() {
-		return tip, nil
+		return tip, nil, nil
 	}
 	cp, ok, err := l.trustedCheckpoint(tracking)
 	if err != nil {
-		return tip, err
+		return tip, nil, err
 	}
 	if !ok {
 		// Nothing to start from: all of the history, verified from genesis.
 		if tip, err = l.fetchRemoteDepth(remote, gitstore.FullDepth); err != nil {
-			return tip, err
+			return tip, nil, err
 		}
-		_, err = l.verifyRemoteTip(remote, tip, false)
-		return tip, err
+		rep, err := l.verifyRemoteTip(remote, tip, false)
+		return tip, rep, err
 	}
 	for attempt := 0; ; attempt++ {
 		snap, err := l.SnapshotAt(tip)
 		if err != nil {
-			return tip, err
+			return tip, nil, err
 		}
 		if snap.Meta.Size < cp.Size {
-			return tip, errs.New(errs.RollbackDetected, "remote %s serves %d entries of %s, but a checkpoint signed by %s saw %d",
+			return tip, nil, errs.New(errs.RollbackDetected, "remote %s serves %d entries of %s, but a checkpoint signed by %s saw %d",
 				remote, snap.Meta.Size, l.Ref, cp.Key, cp.Size).With("checkpoint_size", cp.Size).With("ledger_size", snap.Meta.Size)
 		}
 		need := int(snap.Meta.Size - cp.Size + 1) // the commits of entries size-1 back to cp.Size-1
@@ -133,37 +133,38 @@ func (l *Ledger) fetchFromCheckpoint(remote string) (gitstore.ObjectID, error) {
 			break
 		}
 		if attempt == shallowAttempts {
-			return tip, errs.New(errs.Conflict, "remote %s: %s kept moving while fetching it down to the checkpoint of %d entries", remote, l.Ref, cp.Size)
+			return tip, nil, errs.New(errs.Conflict, "remote %s: %s kept moving while fetching it down to the checkpoint of %d entries", remote, l.Ref, cp.Size)
 		}
 		depth = need
 		if tip, err = l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote)); err != nil {
-			return tip, remoteError(err)
+			return tip, nil, remoteError(err)
 		}
 	}
 	at, err := l.commitAtSeq(tip, cp.Size-1)
 	if err != nil {
-		return tip, err
+		return tip, nil, err
 	}
 	if at != cp.Commit {
-		return tip, errs.New(errs.ForkDetected, "remote %s has commit %s at seq %d of %s, the checkpoint signed by %s names %s",
+		return tip, nil, errs.New(errs.ForkDetected, "remote %s has commit %s at seq %d of %s, the checkpoint signed by %s names %s",
 			remote, at, cp.Size-1, l.Ref, cp.Key, cp.Commit).With("checkpoint_size", cp.Size)
 	}
 	base, err := l.SnapshotAt(at)
 	if err != nil {
-		return tip, err
+		return tip, nil, err
 	}
 	if m := base.Meta; m.Origin != cp.Origin || m.Size != cp.Size || m.Root != cp.Root {
-		return tip, errs.New(errs.ForkDetected, "commit %s records %d entries of %q with root %s, the checkpoint signed by %s names it for %d of %q with root %s",
+		return tip, nil, errs.New(errs.ForkDetected, "commit %s records %d entries of %q with root %s, the checkpoint signed by %s names it for %d of %q with root %s",
 			at, m.Size, m.Origin, m.Root, cp.Key, cp.Size, cp.Origin, cp.Root).With("checkpoint_size", cp.Size)
 	}
-	if _, err := l.VerifyRange(at, tip); err != nil {
-		return tip, err
+	rep, err := l.VerifyRange(at, tip)
+	if err != nil {
+		return tip, nil, err
 	}
 	start := CheckpointStart{Size: cp.Size, Key: cp.Key, Commit: cp.Commit.String()}
 	if err := writeFileAtomic(l.Files.CheckpointStart(), mustJSON(start)); err != nil {
-		return tip, err
+		return tip, nil, err
 	}
-	return tip, l.writeRemoteRecord(remote, tip)
+	return tip, rep, l.writeRemoteRecord(remote, tip)
 }
 
 // trustedCheckpoint returns the largest of the checkpoints fetched under

@@ -98,7 +98,8 @@ func (l *Ledger) fetchRemoteDepth(remote string, depth int) (gitstore.ObjectID, 
 // (fetchFromCheckpoint).
 func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
 	if l.firstContact(remote) {
-		return l.fetchFromCheckpoint(remote)
+		tip, _, err := l.fetchFromCheckpoint(remote)
+		return tip, err
 	}
 	tip, err := l.fetchRemote(remote)
 	if err != nil {
@@ -172,18 +173,28 @@ func (l *Ledger) extends(tip, known gitstore.ObjectID) error {
 // fetches all of it first when full: a full verify replays every entry from
 // genesis, and never reports one it did not do.
 func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
-	depth := 0
-	if full && len(l.Repo.Shallow()) > 0 {
-		depth = gitstore.FullDepth
+	var (
+		tip gitstore.ObjectID
+		rep *Report
+		err error
+	)
+	switch {
+	case !full && l.firstContact(remote):
+		tip, rep, err = l.fetchFromCheckpoint(remote)
+	case full && len(l.Repo.Shallow()) > 0:
+		tip, err = l.fetchRemoteDepth(remote, gitstore.FullDepth)
+	default:
+		tip, err = l.fetchRemote(remote)
 	}
-	tip, err := l.fetchRemoteDepth(remote, depth)
 	if err != nil {
 		return nil, err
 	}
 	if tip.IsZero() && l.readRemoteRecord(remote).IsZero() {
 		return nil, errs.New(errs.NotInitialized, "remote %s has no ledger at %s", remote, l.Ref)
 	}
-	rep, err := l.verifyRemoteTip(remote, tip, full)
+	if rep == nil {
+		rep, err = l.verifyRemoteTip(remote, tip, full)
+	}
 	if rep == nil && err == nil { // nothing new since the record: the range is empty
 		rep, err = l.VerifyRange(tip, tip)
 	}

@@ -151,6 +151,13 @@ func TestFirstContactFromTrustedCheckpoint(t *testing.T) {
 		t.Fatalf("human status does not say what it verified: %s", human)
 	}
 
+	// A first verify starts there too, and reports what it replayed.
+	rep := s.ok(s.trusting("fresh-verify", s.vkey), "agent", nil, "--remote", "origin", "verify")
+	if from, _ := rep["from"].(map[string]any); from == nil || from["checkpoint_size"] != float64(s.cpSize) ||
+		rep["checked"] != float64(s.entries-s.cpSize) || rep["entries"] != float64(s.entries) {
+		t.Fatalf("first verify: %v, want %d entries, the %d after the checkpoint checked", rep, s.entries, s.entries-s.cpSize)
+	}
+
 	// Appends, and another clone's appends fetched incrementally.
 	s.ok(dir, "agent", nil, "--remote", "origin", "note", "from the shallow clone")
 	s.ok(s.seed, "seed", nil, "--remote", "origin", "note", "from the seed")
