@@ -123,6 +123,11 @@ func (b *bench) firstContactBench() {
 	} {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.name, span(r.s.wall, "s"), span(r.s.rss, "MB"), strings.Join(r.s.failed, "; "))
 	}
+	ratios := make([]float64, len(verifyT.wall))
+	for i := range ratios {
+		ratios[i] = verifyT.wall[i] / shallow.wall[i]
+	}
+	fmt.Printf("\ntrusted first verify / git fetch --depth=1, paired by run: %s\n", span(ratios, "×"))
 }
 
 // daemon serves b.dir read-only with git daemon on a free loopback port
