@@ -90,8 +90,8 @@ func ParseBody(body []byte) (Checkpoint, error) {
 
 // ParseCommit parses a checkpoint body and its commit line: the ledger
 // commit it names (zero when the body has none). A body with more than one
-// commit line, or one whose id is not 40 lowercase hex digits, is
-// CHECKPOINT-INVALID.
+// commit line, one whose id is not 40 lowercase hex digits, or one of size
+// 0 (which has no last entry), is CHECKPOINT-INVALID.
 func ParseCommit(body []byte) (Checkpoint, gitstore.ObjectID, error) {
 	var commit gitstore.ObjectID
 	c, err := parseBody(body, func(ext string) error {
@@ -106,6 +106,9 @@ func ParseCommit(body []byte) (Checkpoint, gitstore.ObjectID, error) {
 		commit = id
 		return nil
 	})
+	if err == nil && c.Size == 0 && !commit.IsZero() {
+		return Checkpoint{}, commit, invalid("a checkpoint of 0 entries has no last entry for its commit line to name")
+	}
 	return c, commit, err
 }
 

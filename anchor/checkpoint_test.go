@@ -201,6 +201,7 @@ func TestCheckpointCommitLine(t *testing.T) {
 		body + "tally-commit " + id.String() + "\n",
 		string(c.Body()) + "tally-commit " + strings.ToUpper(id.String()) + "\n",
 		string(c.Body()) + "tally-commit " + id.String()[:39] + "\n",
+		string(anchor.Checkpoint{Origin: c.Origin, Root: c.Root}.BodyAt(id)),
 	} {
 		if _, _, err := anchor.ParseCommit([]byte(text)); errs.CodeOf(err) != "CHECKPOINT-INVALID" {
 			t.Errorf("ParseCommit(%q): %v, want CHECKPOINT-INVALID", text, err)

@@ -523,3 +523,38 @@ func TestSaveBesideCheckpointWithoutCommitLine(t *testing.T) {
 		t.Fatalf("a stored checkpoint naming another commit: %s", r)
 	}
 }
+
+// verify --checkpoint checks a checkpoint's commit line too: a signed
+// checkpoint of the right origin, size and root that names another commit
+// than the ledger's is a fork.
+func TestVerifyCheckpointCommitLine(t *testing.T) {
+	a := newLedger(t, "cpcommit", 3)
+	skey, vkey, err := note.GenerateKey(rand.Reader, "witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := tally(t, a, 0, "checkpoint").JSON["note"].(string)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, body string
+		code       int
+	}{
+		{"own", body, 0},
+		{"other", body[:strings.Index(body, "tally-commit ")] + "tally-commit " + testrepo.Git(t, a, "rev-parse", "refs/tally/ledger~1") + "\n", 3},
+	} {
+		text, err := note.Sign(&note.Note{Text: tc.body}, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, tc.name)
+		os.WriteFile(f, text, 0o644)
+		r := tally(t, a, tc.code, "verify", "--checkpoint", f, "--checkpoint-key", vkey)
+		if tc.code != 0 && r.ErrorCode() != "FORK-DETECTED" {
+			t.Fatalf("%s: %s, want FORK-DETECTED", tc.name, r)
+		}
+	}
+}

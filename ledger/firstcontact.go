@@ -194,6 +194,12 @@ func (l *Ledger) trustedCheckpoint(tracking string) (best TrustedCheckpoint, fou
 	return best, found, nil
 }
 
+// CommitAt is the commit of entry seq (which must be below the ledger's
+// size) in the ledger at tip, a walk of first parents back from tip.
+func (l *Ledger) CommitAt(tip gitstore.ObjectID, seq uint64) (gitstore.ObjectID, error) {
+	return l.commitAtSeq(tip, seq)
+}
+
 // historyShallow explains a ledger commit missing from a clone whose history
 // is shallow: the walk reached the boundary of a first contact's fetch
 // (HISTORY-SHALLOW), which is not damage. Any other error is returned as
