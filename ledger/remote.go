@@ -142,20 +142,21 @@ func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool
 // it is shorter, FORK-DETECTED otherwise, with the detail verified_size. It
 // reads O(log n) tiles instead of walking back from tip to the root, which
 // a shallow clone does not have. Tiles that claim known's entry are not
-// believed: VerifyRange then finds known by the walk back.
+// believed: VerifyRange then finds known by the walk back; tiles or metas
+// that cannot be read are left to VerifyRange too, which names the damage.
 func (l *Ledger) extends(tip, known gitstore.ObjectID) error {
 	if known.IsZero() {
 		return nil
 	}
 	k, err := l.SnapshotAt(known)
 	if err != nil {
-		return err
+		return nil
 	}
 	t, err := l.SnapshotAt(tip)
 	if err != nil {
-		return err
+		return nil
 	}
-	if in, err := l.holds(tip, k.Meta.Size-1, k.Meta.Head); err == nil && in {
+	if in, err := l.holds(tip, k.Meta.Size-1, k.Meta.Head); err != nil || in {
 		return nil
 	}
 	if t.Meta.Size < k.Meta.Size {

@@ -262,10 +262,21 @@ func TestFirstContactTamperedTipState(t *testing.T) {
 	}
 }
 
-// A server that serves a ledger shorter than a trusted checkpoint saw.
+// A server that rolls its ledger back: a clone that made first contact
+// before is told ROLLBACK-DETECTED from its record (not HISTORY-SHALLOW: the
+// walk that would tell is into history it does not have), and a fresh clone
+// is told so by the trusted checkpoint the shorter ledger falls behind.
 func TestFirstContactRollback(t *testing.T) {
 	s := newFCServer(t, 6, 3)
-	testrepo.Git(t, s.bare, "update-ref", "refs/tally/ledger", s.serverCommitAt(s.cpSize-3))
+	atCheckpoint, beforeIt := s.serverCommitAt(s.cpSize), s.serverCommitAt(s.cpSize-3)
+	early := s.trusting("early", s.vkey)
+	s.ok(early, "agent", nil, "--remote", "origin", "status")
+	testrepo.Git(t, s.bare, "update-ref", "refs/tally/ledger", atCheckpoint)
+	if p := s.refused(3, string(errs.RollbackDetected), early, "agent", nil, "--remote", "origin", "status"); p.ErrorField("verified_size") != float64(s.entries) {
+		t.Fatalf("%s: want verified_size %d", p, s.entries)
+	}
+
+	testrepo.Git(t, s.bare, "update-ref", "refs/tally/ledger", beforeIt)
 	dir := s.trusting("fresh", s.vkey)
 	p := s.refused(3, string(errs.RollbackDetected), dir, "agent", nil, "--remote", "origin", "status")
 	if p.ErrorField("checkpoint_size") != float64(s.cpSize) || p.ErrorField("ledger_size") != float64(s.cpSize-2) {
