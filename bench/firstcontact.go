@@ -20,6 +20,7 @@ var (
 	firstContact = flag.Bool("firstcontact", false, "only measure the first remote command in fresh clones of DIR/empty (built with -build) served by git daemon, with and without a trusted checkpoint key")
 	fcRuns       = flag.Int("fcruns", 3, "fresh clones per first-contact measurement")
 	fcFullRuns   = flag.Int("fcfullruns", 1, "fresh clones per measurement of the full-history path (slow)")
+	fcAfter      = flag.Int("fcafter", 0, "entries appended to DIR/empty after the checkpoint, which a first contact fetches and replays")
 )
 
 // firstContactBench signs and stores a checkpoint of DIR/empty's ledger (a
@@ -28,7 +29,9 @@ var (
 // peak RSS (/usr/bin/time) of the first `tally --remote origin verify` and
 // `status` with the key trusted, the status view alone in the complete
 // repository, git fetching the ledger ref with --depth=1, and the path
-// without a key beside git fetching all of the ref's history.
+// without a key beside git fetching all of the ref's history. With
+// -fcafter N the ledger first grows N entries past the checkpoint, which the
+// trusted first contact then fetches (deepening) and replays.
 func (b *bench) firstContactBench() {
 	empty := filepath.Join(b.dir, "empty")
 	skey, vkey, err := note.GenerateKey(rand.Reader, "bench.witness")
@@ -43,6 +46,9 @@ func (b *bench) firstContactBench() {
 	var res struct{ Size int }
 	json.Unmarshal([]byte(cp), &res)
 	fmt.Fprintf(os.Stderr, "checkpoint of %d entries stored in %s\n", res.Size, empty)
+	if *fcAfter > 0 {
+		b.grow(empty, res.Size+*fcAfter)
+	}
 
 	daemon, url := b.daemon()
 	defer daemon.Process.Kill()
@@ -107,7 +113,8 @@ func (b *bench) firstContactBench() {
 		}
 		return fmt.Sprintf("%.2f–%.2f %s", lo, hi, unit)
 	}
-	fmt.Printf("\nfirst remote command in a fresh clone of a %d-entry remote (git daemon on loopback), %d runs (full path %d):\n\n", res.Size, *fcRuns, *fcFullRuns)
+	fmt.Printf("\nfirst remote command in a fresh clone of a %d-entry remote, checkpoint at %d (git daemon on loopback), %d runs (full path %d):\n\n",
+		res.Size+*fcAfter, res.Size, *fcRuns, *fcFullRuns)
 	fmt.Println("| what | wall | peak RSS | failed |")
 	fmt.Println("|---|---|---|---|")
 	for _, r := range []struct {
