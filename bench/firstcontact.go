@@ -107,6 +107,9 @@ func (b *bench) firstContactBench() {
 	}
 	os.RemoveAll(filepath.Join(b.dir, "fc"))
 	span := func(xs []float64, unit string) string {
+		if len(xs) == 0 {
+			return "not run"
+		}
 		lo, hi := xs[0], xs[0]
 		for _, x := range xs {
 			lo, hi = min(lo, x), max(hi, x)
