@@ -370,19 +370,29 @@ func wildmatch(pattern, name string, pathname, fold bool) bool {
 // "section.subsection.key"; section and key in any case, the subsection in
 // its own), the last setting read winning.
 func (c *Config) Value(name string) (string, bool) {
+	all := c.Values(name)
+	if len(all) == 0 {
+		return "", false
+	}
+	return all[len(all)-1], true
+}
+
+// Values returns every value of a multi-valued variable, in the order git
+// reads them (`git config --get-all`).
+func (c *Config) Values(name string) []string {
 	section, key := name[:strings.Index(name+".", ".")], name[strings.LastIndex(name, ".")+1:]
 	sub := ""
 	if i, j := strings.Index(name, "."), strings.LastIndex(name, "."); i < j {
 		sub = name[i+1 : j]
 	}
 	section, key = strings.ToLower(section), strings.ToLower(key)
-	value, found := "", false
+	var values []string
 	for _, v := range c.vars {
 		if v.section == section && v.sub == sub && v.key == key {
-			value, found = v.value, true
+			values = append(values, v.value)
 		}
 	}
-	return value, found
+	return values
 }
 
 // ConfigValue reads the configuration now and returns one variable.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -192,14 +193,31 @@ type RefPair struct{ Ref, Tracking string }
 // ~4 KB of disk each), and leaves FETCH_HEAD, tags, submodules and
 // automatic maintenance alone.
 func (r *Repo) FetchRef(remote, ref, tracking string, optional ...RefPair) (ObjectID, error) {
+	return r.FetchRefDepth(remote, 0, ref, tracking, optional...)
+}
+
+// FullDepth, as FetchRefDepth's depth, fetches all history: git's infinite
+// depth (2^31-1), which also completes history an earlier shallow fetch cut.
+const FullDepth = 1<<31 - 1
+
+// FetchRefDepth is FetchRef with `git fetch --depth=<depth>` when depth > 0:
+// the fetched refs' last depth commits only, counted from the fetched tips,
+// their parents recorded as the shallow boundary in the repository's
+// shallow file (Shallow). Depth 0 is a plain fetch, which in a shallow
+// repository fetches what is new and keeps the boundary where it is.
+func (r *Repo) FetchRefDepth(remote string, depth int, ref, tracking string, optional ...RefPair) (ObjectID, error) {
 	specs := []string{"+" + ref + ":" + tracking}
 	for _, o := range optional {
 		specs = append(specs, "+"+o.Ref+"*:"+o.Tracking+"*")
 	}
-	before := r.packNames()
-	_, err := r.remoteGit(remote, []string{"-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--no-tags",
+	args := []string{"-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--no-tags",
 		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--no-prune",
-		"--no-show-forced-updates", "--refmap="}, specs...)
+		"--no-show-forced-updates", "--refmap="}
+	if depth > 0 {
+		args = append(args, "--depth="+strconv.Itoa(depth))
+	}
+	before := r.packNames()
+	_, err := r.remoteGit(remote, args, specs...)
 	var ge *GitError
 	switch {
 	case err == nil:
@@ -520,3 +538,20 @@ type RefMovedError struct{ Ref string }
 
 func (e *RefMovedError) Error() string { return "remote ref " + e.Ref + " moved" }
 func (e *RefMovedError) Unwrap() error { return ErrRefChanged }
+
+// Shallow returns the commits the repository's shallow file lists (git's
+// boundary of a shallow fetch: commits whose parents were not fetched),
+// none for a complete repository.
+func (r *Repo) Shallow() []ObjectID {
+	b, err := os.ReadFile(filepath.Join(r.CommonDir, "shallow"))
+	if err != nil {
+		return nil
+	}
+	var out []ObjectID
+	for _, line := range strings.Fields(string(b)) {
+		if id, err := ParseObjectID(line); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}

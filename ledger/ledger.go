@@ -36,6 +36,10 @@ type Options struct {
 	// Maintain, if set, runs background compaction outside this process (see
 	// Maintainer); unset, it runs in a goroutine of this one.
 	Maintain Maintainer
+	// Trust, if set, judges a remote's stored checkpoints, so that the first
+	// fetch of a remote's ledger starts from a trusted one instead of from
+	// genesis (FetchRemote); unset, every first fetch is of all history.
+	Trust CheckpointTrust
 }
 
 // Ledger is one ledger in one repository.
@@ -59,6 +63,7 @@ type Ledger struct {
 	now      func() time.Time
 	signer   *identity.Signer
 	maintain Maintainer
+	trust    CheckpointTrust
 
 	repacking chan struct{} // closed when a background compaction started here ends
 }
@@ -110,7 +115,7 @@ func New(repo *gitstore.Repo, opt Options) (*Ledger, error) {
 		local = local.ForNamespace(ns)
 	}
 	return &Ledger{Repo: repo, Namespace: ns, Ref: ns + "/ledger", Files: local,
-		now: now, signer: opt.Signer, maintain: opt.Maintain}, nil
+		now: now, signer: opt.Signer, maintain: opt.Maintain, trust: opt.Trust}, nil
 }
 
 // Now is the ledger's clock.
