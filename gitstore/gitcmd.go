@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -30,6 +31,12 @@ type GitRun struct {
 	// (ssh, git-remote-http, pack-objects; they share a new process group)
 	// are killed when it passes.
 	Timeout time.Duration
+	// Idle, when set, bounds silence rather than the run: git and every
+	// process it started are killed, as for Timeout, once git has written
+	// nothing to stdout or stderr for Idle. A transfer that keeps reporting
+	// progress (--progress) may take as long as it needs; one that stalls
+	// ends.
+	Idle time.Duration
 	// Progress, when set, also receives git's stderr as git writes it (for
 	// a command run with --progress); a GitError's Stderr then leaves git's
 	// progress lines out (withoutProgress), so failures read as without it.
@@ -67,6 +74,15 @@ func (g GitRun) Run() ([]byte, error) {
 		ctx, cancel = context.WithTimeout(ctx, g.Timeout)
 		defer cancel()
 	}
+	var heard func()
+	if g.Idle > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		silence := time.AfterFunc(g.Idle, func() { cancel(fmt.Errorf("git said nothing for %v", g.Idle)) })
+		defer silence.Stop()
+		heard = func() { silence.Reset(g.Idle) }
+	}
 	args := g.Args
 	if g.Dir != "" {
 		args = append([]string{"-C", g.Dir}, args...)
@@ -75,16 +91,19 @@ func (g GitRun) Run() ([]byte, error) {
 	if len(g.Env) > 0 {
 		cmd.Env = append(os.Environ(), g.Env...)
 	}
-	if g.Timeout > 0 {
+	if g.Timeout > 0 || g.Idle > 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		cmd.WaitDelay = time.Second // a grandchild holding the pipes must not keep Run waiting
 	}
 	cmd.Stdin = g.Stdin
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = io.Writer(&stdout), io.Writer(&stderr)
 	if g.Progress != nil {
 		cmd.Stderr = io.MultiWriter(&stderr, g.Progress)
+	}
+	if heard != nil {
+		cmd.Stdout, cmd.Stderr = hearing{cmd.Stdout, heard}, hearing{cmd.Stderr, heard}
 	}
 	err := cmd.Run()
 	if err == nil {
@@ -96,13 +115,24 @@ func (g GitRun) Run() ([]byte, error) {
 		code = ee.ExitCode()
 	}
 	if ctx.Err() != nil {
-		err = ctx.Err()
+		err = context.Cause(ctx)
 	}
 	said := stderr.String()
-	if g.Progress != nil {
+	if g.Progress != nil || g.Idle > 0 {
 		said = withoutProgress(said)
 	}
 	return stdout.Bytes(), &GitError{Args: g.Args, Code: code, Stderr: said, Err: err}
+}
+
+// hearing is a writer that calls heard on every write (GitRun.Idle).
+type hearing struct {
+	w     io.Writer
+	heard func()
+}
+
+func (h hearing) Write(p []byte) (int, error) {
+	h.heard()
+	return h.w.Write(p)
 }
 
 // progressLine matches a line of git's progress output, its own or the

@@ -50,8 +50,10 @@ var ErrPushRejected = errors.New("push rejected by the remote")
 // URL or path.
 var ErrNoRemote = errors.New("no such remote")
 
-// remoteTimeout bounds one network operation.
-const remoteTimeout = 60 * time.Second
+// remoteIdle bounds how long one network operation may go without a word
+// from git (GitRun.Idle). Fetches and pushes run with --progress, so git
+// reports as long as data moves, however long a big transfer takes.
+const remoteIdle = 60 * time.Second
 
 // RemoteURL returns the URL of a configured remote, or name itself when it
 // looks like a URL or a path.
@@ -78,8 +80,12 @@ func (r *Repo) remoteGitShowing(remote string, progress io.Writer, args []string
 	if _, err := r.RemoteURL(remote); err != nil {
 		return nil, err
 	}
-	argv := append(append(args[:len(args):len(args)], "--", remote), rest...)
-	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout, Progress: progress}.Run()
+	argv := args[:len(args):len(args)]
+	if slices.Contains(argv, "fetch") || slices.Contains(argv, "push") {
+		argv = append(argv, "--progress")
+	}
+	argv = append(append(argv, "--", remote), rest...)
+	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Idle: remoteIdle, Progress: progress}.Run()
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
 		service := "git-upload-pack"
@@ -110,7 +116,7 @@ func (r *Repo) httpErrorPage(remote, service string) string {
 		return ""
 	}
 	if u.User == nil {
-		fill := GitRun{Dir: r.gitRunDir(), Args: []string{"credential", "fill"}, Env: r.remoteEnv(), Timeout: remoteTimeout,
+		fill := GitRun{Dir: r.gitRunDir(), Args: []string{"credential", "fill"}, Env: r.remoteEnv(), Idle: remoteIdle,
 			Stdin: strings.NewReader("protocol=" + u.Scheme + "\nhost=" + u.Host + "\npath=" + strings.TrimPrefix(u.Path, "/") + "\n\n")}
 		if cred, err := fill.Run(); err == nil {
 			var user, pass string
@@ -292,8 +298,8 @@ func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
 }
 
 // PushRefShowing is PushRef showing git's own progress: when progress is
-// not nil, git push runs with --progress and what it prints on stderr (its
-// counters, and the server's lines as "remote: ...") is copied to progress
+// not nil, what git push --progress prints on stderr (its counters, and the
+// server's lines as "remote: ...") is copied to progress
 // as it comes, for a push long enough to be watched (a first sync of
 // thousands of entries).
 func (r *Repo) PushRefShowing(remote, ref string, old, new ObjectID, progress io.Writer) error {
@@ -303,9 +309,6 @@ func (r *Repo) PushRefShowing(remote, ref string, old, new ObjectID, progress io
 	}
 	args := []string{"push", "--porcelain", "--no-verify", "--no-signed",
 		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}
-	if progress != nil {
-		args = append(args, "--progress")
-	}
 	out, err := r.remoteGitShowing(remote, progress, args, new.String()+":"+ref)
 	flag, summary, found := porcelainStatus(string(out), ref)
 	switch {
