@@ -107,6 +107,9 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		return nil, err
 	}
 	l.fastForwardLocal(fetched, fetched)
+	// Every request fetches a pack and appends nothing here, so only this
+	// keeps a sequenced clone's packs (and every later lookup) bounded.
+	l.maybePack()
 	return found, nil
 }
 

@@ -142,6 +142,35 @@ func TestSequencedClaimNext(t *testing.T) {
 	}
 }
 
+// TestSequencedClientPacks: a clone whose every claim goes through the
+// sequencer appends nothing itself, yet each request fetches a pack into
+// it; those packs are compacted like an append's (the trigger is 12
+// mergeable packs), so after 36 requests the clone holds at most 24 packs
+// rather than one per request, and every git and tally lookup there stays
+// as fast as in a clone that appends.
+func TestSequencedClientPacks(t *testing.T) {
+	t.Parallel()
+	const claims, most = 36, 24
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("packs", claims)
+	dir := c.agents(1)[0]
+	sequenced(t, dir)
+	for i := 0; i < claims; i++ {
+		c.ok(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	}
+	testrepo.WaitCompaction(t, filepath.Join(dir, ".git"))
+	packs, err := filepath.Glob(filepath.Join(dir, ".git", "objects", "pack", "*.pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packs) > most {
+		t.Fatalf("%d packs in the clone after %d sequenced claims, want at most %d: fetched packs are never compacted", len(packs), claims, most)
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+	}
+}
+
 // killingSequencer replaces the bare repository's proc-receive shim with a
 // wrapper that runs it and, while the file mode in the repository says so,
 // kills it with SIGKILL after it has written the first limit bytes of its
