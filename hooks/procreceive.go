@@ -103,10 +103,9 @@ func ProcReceive(in io.Reader, out io.Writer, handle func(Update) Answer) error 
 }
 
 // Refusal is the Answer of a request the rules (or anything else) refused:
-// "tally <CODE>: <message>", as ledger.Request reads it back.
+// ledger.RequestRefusal, which ledger.Request reads back.
 func Refusal(err error) Answer {
-	e := errs.From(err)
-	return Answer{Reason: fmt.Sprintf("%s%s: %s", ledger.RequestRefusalPrefix, e.Code, e.Message)}
+	return Answer{Reason: ledger.RequestRefusal(err)}
 }
 
 // sequencing reports whether repo routes request refs to proc-receive: one

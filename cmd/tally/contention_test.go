@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -168,6 +169,31 @@ func TestSequencedClientPacks(t *testing.T) {
 	}
 	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
 		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+	}
+}
+
+// TestSequencedRefusalDetails: a sequenced claim --next the server refuses
+// comes back as the same error a compare-and-swap clone gets on the same
+// ledger (code, message and details such as NO-READY-CELL's open count),
+// with the same exit code, and moves nothing.
+func TestSequencedRefusalDetails(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("one", 1)
+	dirs := c.agents(3)
+	sequenced(t, dirs[0], dirs[1])
+	c.ok(dirs[0], netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	before := c.serverTip()
+	seq := c.refused(1, "NO-READY-CELL", dirs[1], netAgent(1), nil, "--remote", "origin", "claim", "--next")
+	cas := c.refused(1, "NO-READY-CELL", dirs[2], netAgent(2), nil, "--remote", "origin", "claim", "--next")
+	if seq.ErrorField("open") != 1.0 {
+		t.Fatalf("sequenced refusal without the open count: %s", seq)
+	}
+	if !reflect.DeepEqual(seq.JSON["error"], cas.JSON["error"]) {
+		t.Fatalf("sequenced refusal %v, compare-and-swap refusal %v: want the same error", seq.JSON["error"], cas.JSON["error"])
+	}
+	if after := c.serverTip(); after != before {
+		t.Fatalf("refused requests moved the server's ledger from %s to %s", before, after)
 	}
 }
 
