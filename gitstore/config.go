@@ -242,12 +242,22 @@ func wildmatch(pattern, name string, pathname, fold bool) bool {
 // Value returns the value of a variable ("section.key" or
 // "section.subsection.key"), the last file that sets it winning.
 func (c *Config) Value(name string) (string, bool) {
+	all := c.Values(name)
+	if len(all) == 0 {
+		return "", false
+	}
+	return all[len(all)-1], true
+}
+
+// Values returns every value of a multi-valued variable in the order git
+// reads them (`git config --get-all`).
+func (c *Config) Values(name string) []string {
 	section, key := name[:strings.Index(name+".", ".")], name[strings.LastIndex(name, ".")+1:]
 	sub := ""
 	if i, j := strings.Index(name, "."), strings.LastIndex(name, "."); i < j {
 		sub = name[i+1 : j]
 	}
-	value, found := "", false
+	var values []string
 	for _, cfg := range c.parts {
 		if !cfg.HasSection(section) {
 			continue
@@ -260,11 +270,9 @@ func (c *Config) Value(name string) (string, bool) {
 			}
 			opts = s.Subsection(sub).Options
 		}
-		if opts.Has(key) {
-			value, found = opts.Get(key), true
-		}
+		values = append(values, opts.GetAll(key)...)
 	}
-	return value, found
+	return values
 }
 
 // ConfigValue reads the configuration now and returns one variable.
