@@ -88,7 +88,7 @@ func sequenced(t testing.TB, dirs ...string) {
 // claims the agents were told about (by them, one per cell), no request ref
 // is left on the server, and the ledger verifies.
 func TestSequencedClaimNext(t *testing.T) {
-	rounds, agents := 4, 6
+	rounds, agents := 4, 8
 	if netStress() {
 		rounds = 30
 	}
