@@ -152,3 +152,33 @@ two
 		t.Errorf("RemoteNames() = %q, want origin and Origin", got)
 	}
 }
+
+// Values lists a multi-valued variable as `git config --get-all` does: every
+// file's values (includes in place), in git's order.
+func TestConfigValuesAsGit(t *testing.T) {
+	dir, env := includeConfig(t)
+	for _, v := range []string{"refs/for/a", "refs/for/b"} {
+		cmd := exec.Command("git", "config", "--add", "receive.procReceiveRefs", v)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git config --add: %v\n%s", err, out)
+		}
+	}
+	repo, err := gitstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	for _, name := range []string{"receive.procReceiveRefs", "user.name", "tally.remote"} {
+		cmd := exec.Command("git", "config", "--get-all", name)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git config --get-all %s: %v", name, err)
+		}
+		want := strings.Fields(string(out))
+		if got := repo.Config().Values(name); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: tally reads %q, git %q", name, got, want)
+		}
+	}
+}

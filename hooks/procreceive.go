@@ -103,21 +103,18 @@ func ProcReceive(in io.Reader, out io.Writer, handle func(Update) Answer) error 
 }
 
 // Refusal is the Answer of a request the rules (or anything else) refused:
-// "tally <CODE>: <message>", as ledger.Request reads it back.
+// ledger.RequestRefusal, which ledger.Request reads back.
 func Refusal(err error) Answer {
-	e := errs.From(err)
-	return Answer{Reason: fmt.Sprintf("%s%s: %s", ledger.RequestRefusalPrefix, e.Code, e.Message)}
+	return Answer{Reason: ledger.RequestRefusal(err)}
 }
 
 // sequencing reports whether repo routes request refs to proc-receive: one
 // value of ProcReceiveConfig covers ledger.RequestPrefix (git matches a
 // value as a ref prefix; values may start with a/ab modifiers "a:", "ab:").
+// The configuration is read in process: pre-receive asks this for every
+// request, and a `git config` child would cost more than the answer.
 func sequencing(repo *gitstore.Repo) bool {
-	out, err := repo.Git("config", "--get-all", ProcReceiveConfig)
-	if err != nil {
-		return false
-	}
-	for _, v := range strings.Fields(string(out)) {
+	for _, v := range repo.Config().Values(ProcReceiveConfig) {
 		if _, rest, ok := strings.Cut(v, ":"); ok {
 			v = rest
 		}

@@ -1,10 +1,13 @@
 package ledger
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 )
@@ -25,8 +28,54 @@ const RequestPrefix = "refs/for/tally"
 func RequestRef(op string) string { return RequestPrefix + "/" + op }
 
 // RequestRefusalPrefix starts the reason of a request the server refused by
-// tally's rules: "tally <CODE>: <message>".
+// tally's rules: "tally <CODE>: <message>", then, when the error has
+// details, a space and their canonical JSON object.
 const RequestRefusalPrefix = "tally "
+
+// RequestRefusal is the reason the server gives for a request refused with
+// err (FORMAT.md §9b), from which parseRequestRefusal gives back the same
+// code, message and details (hooks.ProcReceive makes line breaks spaces: the
+// reason is one pkt-line).
+func RequestRefusal(err error) string {
+	e := errs.From(err)
+	reason := RequestRefusalPrefix + string(e.Code) + ": " + e.Message
+	if len(e.Details) > 0 {
+		if d, err := chain.MarshalCanonical(e.Details); err == nil {
+			reason += " " + string(d)
+		}
+	}
+	return reason
+}
+
+// parseRequestRefusal reads a RequestRefusal reason (ok false for any other
+// reason). The details are the first " {" at which the rest of the message
+// is one canonical JSON object; numbers keep their literal (json.Number).
+func parseRequestRefusal(reason string) (*errs.Error, bool) {
+	rest, ok := strings.CutPrefix(reason, RequestRefusalPrefix)
+	if !ok {
+		return nil, false
+	}
+	code, msg, ok := strings.Cut(rest, ": ")
+	if !ok || !errs.Known(errs.Code(code)) {
+		return nil, false
+	}
+	e := &errs.Error{Code: errs.Code(code), Message: msg}
+	for i := 0; ; {
+		j := strings.Index(msg[i:], " {")
+		if j < 0 {
+			return e, true
+		}
+		i += j + 1
+		raw := []byte(msg[i:])
+		var details map[string]any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if canon, err := chain.Canonicalize(raw); err == nil && bytes.Equal(canon, raw) && dec.Decode(&details) == nil {
+			e.Message, e.Details = msg[:i-1], details
+			return e, true
+		}
+	}
+}
 
 // Request sends the intent intent (canonical JSON) as op to the remote's
 // sequencer and returns the entry the server appended for it, fetched and
@@ -51,10 +100,8 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 	case pushErr != nil && !errors.Is(pushErr, gitstore.ErrRemoteUnreachable):
 		return nil, remoteError(pushErr)
 	case pushErr == nil && !res.OK:
-		if rest, ok := strings.CutPrefix(res.Reason, RequestRefusalPrefix); ok {
-			if code, msg, ok := strings.Cut(rest, ": "); ok && errs.Known(errs.Code(code)) {
-				return nil, errs.New(errs.Code(code), "remote %s: %s", remote, msg)
-			}
+		if refused, ok := parseRequestRefusal(res.Reason); ok {
+			return nil, refused // what the same claim refused here would say
 		}
 		if strings.Contains(res.Reason, "hook declined") {
 			// pre-receive refused it: nothing reached the sequencer.
@@ -107,6 +154,9 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		return nil, err
 	}
 	l.fastForwardLocal(fetched, fetched)
+	// Every request fetches a pack and appends nothing here, so only this
+	// keeps a sequenced clone's packs (and every later lookup) bounded.
+	l.maybePack()
 	return found, nil
 }
 

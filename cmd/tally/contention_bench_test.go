@@ -11,8 +11,8 @@ package main
 // design=cas is the compare-and-swap push of every clone; design=sequencer
 // sends claim --next to the server's proc-receive sequencer (tally.sequencer).
 // With TALLY_BENCH_MAIN_BIN naming a tally binary built from another commit
-// (the design before this one), design=main runs it, for server and clients,
-// in the same run.
+// (the design before this one), design=main (compare-and-swap) and
+// design=main-sequencer run it, for server and clients, in the same run.
 // Each configuration reports aggregate claims/s, the wall-time percentiles
 // of the claims that succeeded (retries included), the fewest and most claims
 // any one agent got, and the double grants found in the server's ledger
@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,14 +40,14 @@ func BenchmarkRemoteContention(b *testing.B) {
 	designs := []string{"cas", "sequencer"}
 	mainBin := os.Getenv("TALLY_BENCH_MAIN_BIN")
 	if mainBin != "" {
-		designs = append([]string{"main"}, designs...)
+		designs = append([]string{"main", "main-sequencer"}, designs...)
 	}
 	for _, kind := range gitserver.Kinds {
 		for _, design := range designs {
 			for _, agents := range []int{1, 8, 16} {
 				b.Run(fmt.Sprintf("server=%s/design=%s/agents=%d", kind, design, agents), func(b *testing.B) {
 					c := newNetCluster(b, kind)
-					if design == "main" {
+					if strings.HasPrefix(design, "main") {
 						// The server's hook and every client run the other build.
 						c.bin = mainBin
 						if p := netRun(mainBin, c.bare, "server", nil, "hooks", "install", "--server"); p.Code != 0 {
@@ -56,7 +57,7 @@ func BenchmarkRemoteContention(b *testing.B) {
 					// More cells than the fastest configuration could claim.
 					c.seeded("bench", 100*seconds)
 					dirs := c.agents(agents)
-					if design == "sequencer" {
+					if strings.HasSuffix(design, "sequencer") {
 						sequenced(b, dirs...)
 					}
 					r := contend(b, c, dirs, time.Duration(seconds)*time.Second)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -87,7 +88,7 @@ func sequenced(t testing.TB, dirs ...string) {
 // claims the agents were told about (by them, one per cell), no request ref
 // is left on the server, and the ledger verifies.
 func TestSequencedClaimNext(t *testing.T) {
-	rounds, agents := 4, 6
+	rounds, agents := 4, 8
 	if netStress() {
 		rounds = 30
 	}
@@ -139,6 +140,60 @@ func TestSequencedClaimNext(t *testing.T) {
 				t.Fatalf("remote verify: %v", res)
 			}
 		})
+	}
+}
+
+// TestSequencedClientPacks: a clone whose every claim goes through the
+// sequencer appends nothing itself, yet each request fetches a pack into
+// it; those packs are compacted like an append's (the trigger is 12
+// mergeable packs), so after 36 requests the clone holds at most 24 packs
+// rather than one per request, and every git and tally lookup there stays
+// as fast as in a clone that appends.
+func TestSequencedClientPacks(t *testing.T) {
+	t.Parallel()
+	const claims, most = 36, 24
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("packs", claims)
+	dir := c.agents(1)[0]
+	sequenced(t, dir)
+	for i := 0; i < claims; i++ {
+		c.ok(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	}
+	testrepo.WaitCompaction(t, filepath.Join(dir, ".git"))
+	packs, err := filepath.Glob(filepath.Join(dir, ".git", "objects", "pack", "*.pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packs) > most {
+		t.Fatalf("%d packs in the clone after %d sequenced claims, want at most %d: fetched packs are never compacted", len(packs), claims, most)
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+	}
+}
+
+// TestSequencedRefusalDetails: a sequenced claim --next the server refuses
+// comes back as the same error a compare-and-swap clone gets on the same
+// ledger (code, message and details such as NO-READY-CELL's open count),
+// with the same exit code, and moves nothing.
+func TestSequencedRefusalDetails(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("one", 1)
+	dirs := c.agents(3)
+	sequenced(t, dirs[0], dirs[1])
+	c.ok(dirs[0], netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	before := c.serverTip()
+	seq := c.refused(1, "NO-READY-CELL", dirs[1], netAgent(1), nil, "--remote", "origin", "claim", "--next")
+	cas := c.refused(1, "NO-READY-CELL", dirs[2], netAgent(2), nil, "--remote", "origin", "claim", "--next")
+	if seq.ErrorField("open") != 1.0 {
+		t.Fatalf("sequenced refusal without the open count: %s", seq)
+	}
+	if !reflect.DeepEqual(seq.JSON["error"], cas.JSON["error"]) {
+		t.Fatalf("sequenced refusal %v, compare-and-swap refusal %v: want the same error", seq.JSON["error"], cas.JSON["error"])
+	}
+	if after := c.serverTip(); after != before {
+		t.Fatalf("refused requests moved the server's ledger from %s to %s", before, after)
 	}
 }
 
