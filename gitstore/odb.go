@@ -2,13 +2,17 @@ package gitstore
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"container/list"
+	"crypto/sha1"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -422,6 +426,138 @@ func (db *ObjectDB) ReadVerified(id ObjectID) (ObjectType, []byte, error) {
 	return t, data, nil
 }
 
+// CheckStored reports whether object id is stored intact, by the checksums
+// git's storage records rather than by inflating and re-hashing it: a loose
+// object must hash to its id (ReadVerified); a packed object's entry, and
+// the entry of each delta base it is built from, must have the CRC32 its
+// pack index records for it (the CRC32 of the entry's bytes, from its
+// offset to the next entry's or to the pack's trailer), and that index must
+// be intact: its last 20 bytes the SHA-1 of the rest. The first check that
+// meets a pack checks its index and all its entries in one pass (seal).
+// This detects damage to the stored bytes, a flipped byte in a pack entry,
+// an index or a loose object, as git fsck does; it does not detect a pack
+// rewritten together with an index whose checksums match it.
+func (db *ObjectDB) CheckStored(id ObjectID) error {
+	db.readers.RLock()
+	defer db.endRead()
+	return db.checkStored(id, 0)
+}
+
+// checkStored is CheckStored for an object needed as a delta base at the
+// given depth.
+func (db *ObjectDB) checkStored(id ObjectID, depth int) error {
+	loc, err := db.locate(id)
+	if err != nil {
+		return err
+	}
+	if loc.loose != nil {
+		loc.loose.Close()
+		_, _, err := db.ReadVerified(id)
+		return err
+	}
+	m := loc.m
+	m.sealOnce.Do(m.seal)
+	switch base, external := m.external[loc.off]; {
+	case m.sealErr != nil:
+		return fmt.Errorf("gitstore: %s: %w", loc.p.path, m.sealErr)
+	case m.damaged[loc.off]:
+		return fmt.Errorf("gitstore: %s.pack at %d: the entry, or a delta base in the pack, does not match the CRC32 its index records", loc.p.path, loc.off)
+	case external && depth >= packMaxDeltaDepth:
+		return fmt.Errorf("gitstore: %s.pack: delta chain longer than %d", loc.p.path, packMaxDeltaDepth)
+	case external:
+		if err := db.checkStored(base, depth+1); err != nil {
+			return fmt.Errorf("gitstore: %s.pack at %d: delta base: %w", loc.p.path, loc.off, err)
+		}
+	}
+	return nil
+}
+
+// seal checks the index's own checksum, then every entry of the pack, in
+// pack order, against the CRC32 the index records for it, and finds the
+// entries that fail or whose delta bases in the pack do: one sequential
+// pass over the pack, after which checking an object costs its lookup.
+// The pack pages it read leave the resident set again (see DropResident).
+func (m *packMaps) seal() {
+	x := m.idx
+	sum := sha1.Sum(x.data[:len(x.data)-20])
+	if !bytes.Equal(sum[:], x.data[len(x.data)-20:]) {
+		m.sealErr = errors.New("pack index does not match its checksum")
+		return
+	}
+	// The entries by offset, as keys offset<<posBits | position in one
+	// slice of integers: fast to sort, and each entry ends where the next
+	// one starts.
+	posBits := bits.Len(uint(x.n))
+	if bits.Len(uint(len(m.data)))+posBits > 64 {
+		m.sealErr = errors.New("pack too large to check")
+		return
+	}
+	keys := make([]uint64, x.n)
+	for i := range keys {
+		off, _, err := x.offset(i)
+		if err != nil || off < 12 || off >= uint64(len(m.data)-20) {
+			m.sealErr = errors.New("pack index offset out of range")
+			return
+		}
+		keys[i] = off<<posBits | uint64(i)
+	}
+	slices.Sort(keys)
+	bad := func(off uint64) {
+		if m.damaged == nil {
+			m.damaged = map[uint64]bool{}
+		}
+		m.damaged[off] = true
+	}
+	// A delta is bad if its base in the pack is: the links are followed
+	// after the pass, until no more entries turn out bad (a ref-delta's
+	// base may follow it, in a thin pack fixed by git index-pack).
+	type link struct{ off, base uint64 }
+	var later []link
+	for k, key := range keys {
+		off, pos := key>>posBits, int(key&(1<<posBits-1))
+		end := uint64(len(m.data) - 20)
+		if k+1 < len(keys) {
+			end = keys[k+1] >> posBits
+		}
+		e, err := m.entry(off)
+		if err != nil || end <= off || crc32.ChecksumIEEE(m.data[off:end]) != x.crc(pos) {
+			bad(off)
+			continue
+		}
+		switch e.kind {
+		case packOfsDelta:
+			if _, ok := slices.BinarySearchFunc(keys[:k], e.base, func(key, base uint64) int {
+				return cmp.Compare(key>>posBits, base)
+			}); ok {
+				later = append(later, link{off, e.base})
+			} else {
+				bad(off)
+			}
+		case packRefDelta:
+			if boff, ok, err := x.find(e.baseID); err != nil {
+				bad(off)
+			} else if ok {
+				later = append(later, link{off, boff})
+			} else {
+				if m.external == nil {
+					m.external = map[uint64]ObjectID{}
+				}
+				m.external[off] = e.baseID
+			}
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, l := range later {
+			if m.damaged[l.base] && !m.damaged[l.off] {
+				bad(l.off)
+				changed = true
+			}
+		}
+	}
+	syscall.Madvise(m.data, syscall.MADV_DONTNEED)
+}
+
 func (db *ObjectDB) endRead() {
 	db.readers.RUnlock()
 	db.releaseRetired()
@@ -525,6 +661,13 @@ type packFile struct {
 type packMaps struct {
 	idx  packIndex
 	data []byte // the whole .pack file
+
+	// The storage checks (CheckStored) need the index intact and each
+	// entry's extent; both are found once, on the first such check.
+	sealOnce sync.Once
+	sealErr  error               // the index fails its checksum
+	damaged  map[uint64]bool     // offsets of the entries that fail their CRC32, or whose base in the pack does
+	external map[uint64]ObjectID // offsets of the ref-deltas whose base is in another pack, and that base
 }
 
 func (p *packFile) maps() (*packMaps, error) {
@@ -557,7 +700,7 @@ func (p *packFile) maps() (*packMaps, error) {
 		syscall.Munmap(data)
 		return nil, fmt.Errorf("gitstore: %s: %w", p.path, err)
 	}
-	m := &packMaps{x, data}
+	m := &packMaps{idx: x, data: data}
 	p.m.Store(m)
 	return m, nil
 }
@@ -645,6 +788,11 @@ func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// crc returns the CRC32 the index records for the i'th name's pack entry.
+func (x packIndex) crc(i int) uint32 {
+	return binary.BigEndian.Uint32(x.data[packIdxHeader+20*x.n+4*i:])
 }
 
 // offset returns the pack offset of the i'th name.

@@ -47,9 +47,8 @@ func (l *Ledger) recordPath() string { return l.Files.Verified() }
 // Verify re-derives the ledger from the repository and checks every entry
 // added since the last successful verification recorded in this clone (all of
 // them with full). A failure is an *errs.Error whose code names the check and
-// whose "seq" detail names the first bad position. With full it also reads
-// back every stored object of every state and checks its SHA-1
-// (verifier.stored).
+// whose "seq" detail names the first bad position. With full it also checks
+// that every stored object of every state is stored intact (verifier.stored).
 func (l *Ledger) Verify(full bool) (*Report, error) {
 	tip, err := l.Tip()
 	if err != nil {
@@ -362,11 +361,11 @@ type verifier struct {
 	// invalidate it.
 	sigRules map[string]*sigRule
 	// stored, when not nil, collects the objects each entry's replay made
-	// anew, and check reads each back from the repository and checks its
-	// SHA-1 (gitstore.ObjectDB.ReadVerified), and the commit's: a full
-	// verification thus reads every stored object of every state once,
-	// since each was new in some entry, and a damaged one is CORRUPT at
-	// the entry that introduced it.
+	// anew, and check requires each to be stored intact by the checksums
+	// the repository keeps for it (gitstore.ObjectDB.CheckStored), and the
+	// commit's bytes to hash to its id: a full verification thus checks
+	// every stored object of every state once, since each was new in some
+	// entry, and a damaged one is CORRUPT at the entry that introduced it.
 	stored []gitstore.ObjectID
 }
 
@@ -536,8 +535,9 @@ func (v *verifier) hashTree() (gitstore.ObjectID, error) {
 	return v.tree.HashNew(func(id gitstore.ObjectID) { v.stored = append(v.stored, id) })
 }
 
-// checkStored reads back the objects hashTree collected and checks their
-// SHA-1, and the commit's (its bytes are the ones check compared).
+// checkStored checks that the objects hashTree collected are stored intact
+// (gitstore.ObjectDB.CheckStored), and the commit's SHA-1 (its bytes are the
+// ones check compared).
 func (v *verifier) checkStored(w walked) error {
 	if v.stored == nil {
 		return nil
@@ -546,7 +546,7 @@ func (v *verifier) checkStored(w walked) error {
 		return v.fail(errs.Corrupt, "commit %s is damaged: its content hashes to %s", w.id, got)
 	}
 	for _, id := range v.stored {
-		if _, _, err := v.db.ReadVerified(id); err != nil {
+		if err := v.db.CheckStored(id); err != nil {
 			return v.fail(errs.Corrupt, "commit %s: stored state object %s: %v", w.id, id, err)
 		}
 	}
