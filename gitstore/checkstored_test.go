@@ -51,7 +51,7 @@ func storedFailures(t *testing.T, r *odbRepo, objs []odbGitObject) map[ObjectID]
 	defer db.Close()
 	failed := map[ObjectID]bool{}
 	for _, o := range objs {
-		if db.CheckStored(o.id) != nil {
+		if db.Cursor().CheckStored(o.id) != nil {
 			failed[o.id] = true
 		}
 	}

@@ -33,6 +33,7 @@ var errODBClosed = errors.New("gitstore: object database is closed")
 const (
 	odbMaxAlternateDepth = 5     // as in git
 	packMaxDeltaDepth    = 10000 // git writes at most 4095; more means a cycle or garbage
+	packHits             = 8     // packs of recent lookups searched first (ObjectDB.hits)
 	packCacheEntries     = 256
 	packCacheBytes       = 8 << 20
 
@@ -65,8 +66,9 @@ type ObjectDB struct {
 	retired []*packFile // dropped by a rescan but perhaps still in use by a reader; unmapped by Close
 	closed  bool
 
-	// lastHit is the pack of the latest successful lookup, searched first:
-	// objects read together (a ledger commit and its tree) were written together.
+	// lastHit is the pack of the latest successful lookup, searched first
+	// (after a Cursor's own): objects read together (a ledger commit and
+	// its tree) were written together.
 	lastHit atomic.Pointer[packFile]
 
 	readers  sync.RWMutex // held shared by every read; see releaseRetired
@@ -308,8 +310,8 @@ type odbLoc struct {
 // and retries, so that packs written by others, or rewritten by git repack or
 // git gc, since the last scan are seen. A loose object is returned open, so
 // that git prune-packed deleting it cannot make it vanish before it is read.
-func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
-	hex := id.String()
+// hint is packFind's.
+func (db *ObjectDB) locate(id ObjectID, hint **packFile) (odbLoc, error) {
 	// A repack replaces packs while we look: rescan after a miss, again as long
 	// as the set of packs keeps changing, so a miss means the object is gone
 	// rather than that we looked between a deletion and its replacement.
@@ -318,10 +320,11 @@ func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 		// Packs first, as git does: tally writes packs, and a pack lookup is a
 		// binary search in memory where a loose lookup is a failed open.
 		final := rescans == maxRescans
-		loc, err := db.packFind(id, final)
+		loc, err := db.packFind(id, final, hint)
 		if err == nil {
 			return loc, nil
 		}
+		hex := id.String() // only now: spelling it costs as much as a pack lookup
 		for _, dir := range db.dirs {
 			f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
 			if err == nil {
@@ -342,15 +345,16 @@ func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 				continue
 			}
 		}
-		return loc, fmt.Errorf("%w: %s", ErrObjectNotFound, hex)
+		return loc, fmt.Errorf("%w: %s", ErrObjectNotFound, id)
 	}
 }
 
-// packFind searches the packs. A pack that cannot be opened is skipped; unless
+// packFind searches the packs, first *hint if hint is not nil, which it sets
+// to the pack it finds id in. A pack that cannot be opened is skipped; unless
 // final, the search then reports a miss so that the caller rescans: the pack may
 // have been replaced. When final, an unusable pack's error takes precedence over
 // a miss, because the object may be in it.
-func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
+func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile) (odbLoc, error) {
 	db.mu.Lock()
 	packs, closed := db.packs, db.closed
 	db.mu.Unlock()
@@ -358,16 +362,29 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 		return odbLoc{}, errODBClosed
 	}
 	var bad error
-	last := db.lastHit.Load()
-	if last != nil {
-		if m, err := last.maps(); err == nil {
+	// The cursor's pack, if it is still one of ours, then the shared guess.
+	var tried [2]*packFile
+	if hint != nil && slices.Contains(packs, *hint) {
+		tried[0] = *hint
+	}
+	if last := db.lastHit.Load(); last != tried[0] {
+		tried[1] = last
+	}
+	for _, p := range tried {
+		if p == nil {
+			continue
+		}
+		if m, err := p.maps(); err == nil {
 			if off, ok, err := m.idx.find(id); err == nil && ok {
-				return odbLoc{p: last, m: m, off: off}, nil
+				if hint != nil {
+					*hint = p
+				}
+				return odbLoc{p: p, m: m, off: off}, nil
 			}
 		}
 	}
 	for _, p := range packs {
-		if p == last {
+		if p == tried[0] || p == tried[1] {
 			continue // searched above; a pack that failed to map there is retried by the next rescan
 		}
 		m, err := p.maps()
@@ -383,6 +400,9 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 		}
 		if ok {
 			db.lastHit.Store(p)
+			if hint != nil {
+				*hint = p
+			}
 			return odbLoc{p: p, m: m, off: off}, nil
 		}
 	}
@@ -397,7 +417,7 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 func (db *ObjectDB) Has(id ObjectID) bool {
 	db.readers.RLock()
 	defer db.endRead()
-	loc, err := db.locate(id)
+	loc, err := db.locate(id, nil)
 	if loc.loose != nil {
 		loc.loose.Close()
 	}
@@ -408,7 +428,7 @@ func (db *ObjectDB) Has(id ObjectID) bool {
 func (db *ObjectDB) Read(id ObjectID) (ObjectType, []byte, error) {
 	db.readers.RLock()
 	defer db.endRead()
-	return db.read(id, 0)
+	return db.read(id, 0, nil)
 }
 
 // ReadVerified is Read that also checks the object's SHA-1 against id, so
@@ -426,6 +446,28 @@ func (db *ObjectDB) ReadVerified(id ObjectID) (ObjectType, []byte, error) {
 	return t, data, nil
 }
 
+// A Cursor reads objects for one sequence of related lookups, such as the
+// commits of a walk along history or the objects of one entry after
+// another: it searches first the pack its previous lookup found an object
+// in, ahead of the database's shared guess, which concurrent readers of
+// different parts of a long history (verify's segments) would otherwise
+// keep displacing, each then searching most packs on most lookups. A
+// Cursor is not safe for concurrent use; its database is.
+type Cursor struct {
+	db   *ObjectDB
+	last *packFile
+}
+
+// Cursor returns a new cursor on db.
+func (db *ObjectDB) Cursor() *Cursor { return &Cursor{db: db} }
+
+// Read is ObjectDB.Read.
+func (c *Cursor) Read(id ObjectID) (ObjectType, []byte, error) {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	return c.db.read(id, 0, &c.last)
+}
+
 // CheckStored reports whether object id is stored intact, by the checksums
 // git's storage records rather than by inflating and re-hashing it: a loose
 // object must hash to its id (ReadVerified); a packed object's entry, and
@@ -437,16 +479,16 @@ func (db *ObjectDB) ReadVerified(id ObjectID) (ObjectType, []byte, error) {
 // This detects damage to the stored bytes, a flipped byte in a pack entry,
 // an index or a loose object, as git fsck does; it does not detect a pack
 // rewritten together with an index whose checksums match it.
-func (db *ObjectDB) CheckStored(id ObjectID) error {
-	db.readers.RLock()
-	defer db.endRead()
-	return db.checkStored(id, 0)
+func (c *Cursor) CheckStored(id ObjectID) error {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	return c.db.checkStored(id, 0, &c.last)
 }
 
 // checkStored is CheckStored for an object needed as a delta base at the
-// given depth.
-func (db *ObjectDB) checkStored(id ObjectID, depth int) error {
-	loc, err := db.locate(id)
+// given depth (hint is packFind's).
+func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
+	loc, err := db.locate(id, hint)
 	if err != nil {
 		return err
 	}
@@ -465,7 +507,7 @@ func (db *ObjectDB) checkStored(id ObjectID, depth int) error {
 	case external && depth >= packMaxDeltaDepth:
 		return fmt.Errorf("gitstore: %s.pack: delta chain longer than %d", loc.p.path, packMaxDeltaDepth)
 	case external:
-		if err := db.checkStored(base, depth+1); err != nil {
+		if err := db.checkStored(base, depth+1, hint); err != nil {
 			return fmt.Errorf("gitstore: %s.pack at %d: delta base: %w", loc.p.path, loc.off, err)
 		}
 	}
@@ -563,14 +605,15 @@ func (db *ObjectDB) endRead() {
 	db.releaseRetired()
 }
 
-// read reads id, which is needed as a delta base at the given depth.
-func (db *ObjectDB) read(id ObjectID, depth int) (ObjectType, []byte, error) {
-	loc, err := db.locate(id)
+// read reads id, which is needed as a delta base at the given depth
+// (hint is packFind's).
+func (db *ObjectDB) read(id ObjectID, depth int, hint **packFile) (ObjectType, []byte, error) {
+	loc, err := db.locate(id, hint)
 	if err != nil {
 		return 0, nil, err
 	}
 	if loc.loose == nil {
-		return db.packRead(loc, depth)
+		return db.packRead(loc, depth, hint)
 	}
 	defer loc.loose.Close()
 	fi, err := loc.loose.Stat()
@@ -769,6 +812,13 @@ func packParseIndex(b []byte) (packIndex, error) {
 func (x packIndex) packSum() []byte { return x.data[len(x.data)-40 : len(x.data)-20] }
 
 // find returns the pack offset of id.
+//
+// Names are SHA-1 values, spread evenly, so the search interpolates: it
+// probes where id's first 8 bytes, read as an integer, fall between the
+// bounds known so far (at first those the fanout implies), which takes a
+// few probes where a binary search of a large index takes twenty cache
+// misses. After a few probes it finishes as a binary search, so that no
+// arrangement of names makes it slower than one.
 func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 	lo := 0
 	if id[0] > 0 {
@@ -776,9 +826,33 @@ func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 	}
 	hi := int(binary.BigEndian.Uint32(x.data[8+4*int(id[0]):]))
 	names := x.data[packIdxHeader : packIdxHeader+20*x.n]
+	// Names compare by their first 8 bytes as an integer, and in full
+	// only when those are equal (one comparison in millions, or a hit).
+	key := binary.BigEndian.Uint64(id[:8])
+	compare := func(i int) (int, uint64) {
+		k := binary.BigEndian.Uint64(names[20*i:])
+		c := cmp.Compare(k, key)
+		if c == 0 {
+			c = bytes.Compare(names[20*i+8:20*i+20], id[8:])
+		}
+		return c, k
+	}
+	loKey, hiKey := uint64(id[0])<<56, uint64(id[0])<<56|(1<<56-1) // bounds of the names in [lo, hi)
+	for probes := 0; hi-lo > 8 && probes < 4; probes++ {
+		mid := lo + int(float64(key-loKey)/(float64(hiKey-loKey)+1)*float64(hi-lo))
+		mid = max(lo, min(mid, hi-1))
+		switch c, k := compare(mid); {
+		case c < 0:
+			lo, loKey = mid+1, k
+		case c > 0:
+			hi, hiKey = mid, k
+		default:
+			return x.offset(mid)
+		}
+	}
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		switch c := bytes.Compare(names[20*mid:20*mid+20], id[:]); {
+		switch c, _ := compare(mid); {
 		case c < 0:
 			lo = mid + 1
 		case c > 0:
@@ -871,7 +945,7 @@ func (m *packMaps) entry(off uint64) (packEntry, error) {
 // packRead returns the object at loc, resolving its delta chain. Each base met on
 // the way is cached, so reading the other objects of a chain costs one delta
 // application each.
-func (db *ObjectDB) packRead(loc odbLoc, depth int) (ObjectType, []byte, error) {
+func (db *ObjectDB) packRead(loc odbLoc, depth int, hint **packFile) (ObjectType, []byte, error) {
 	type link struct {
 		off   uint64
 		delta []byte
@@ -910,7 +984,7 @@ func (db *ObjectDB) packRead(loc odbLoc, depth int) (ObjectType, []byte, error) 
 			chain = append(chain, link{off, body})
 			if boff, ok, err := loc.m.idx.find(e.baseID); err == nil && ok {
 				off = boff
-			} else if t, data, err = db.read(e.baseID, depth+len(chain)); err != nil {
+			} else if t, data, err = db.read(e.baseID, depth+len(chain), hint); err != nil {
 				return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: delta base: %v", loc.p.path, off, err)
 			}
 		default:
@@ -1056,12 +1130,12 @@ func (c *packCache) add(p *packFile, off uint64, t ObjectType, data []byte) {
 	}
 }
 
-// DropResident lets the kernel take the pages of the mapped packs out of this
-// process's resident set. They stay in the page cache, and a later read of
-// them faults them back in from there, so nothing read changes; a long scan
-// (a full verify reads every ledger object) calls it now and then so that its
-// RSS does not grow with the size of the packs it has read. The mappings are
-// read-only, so no data is lost.
+// DropResident lets the kernel take the pages of the mapped packs and their
+// indexes out of this process's resident set. They stay in the page cache,
+// and a later read of them faults them back in from there, so nothing read
+// changes; a long scan (a full verify reads every ledger object) calls it
+// now and then so that its RSS does not grow with the size of the packs and
+// indexes it has read. The mappings are read-only, so no data is lost.
 func (db *ObjectDB) DropResident() {
 	db.readers.RLock() // a retired pack is not unmapped while we hold it
 	defer db.endRead()
@@ -1071,6 +1145,7 @@ func (db *ObjectDB) DropResident() {
 	for _, p := range packs {
 		if m := p.m.Load(); m != nil {
 			syscall.Madvise(m.data, syscall.MADV_DONTNEED)
+			syscall.Madvise(m.idx.data, syscall.MADV_DONTNEED)
 		}
 	}
 }

@@ -312,8 +312,9 @@ type walked struct {
 // emitted so far were then not of the range.
 func walkBack(db *gitstore.ObjectDB, tip, stop gitstore.ObjectID, emit func(seg []walked, parent gitstore.ObjectID) error) (found bool, err error) {
 	var seg []walked
+	rd := db.Cursor()
 	for cur := tip; cur != stop; {
-		c, err := db.ReadCommit(cur)
+		c, err := rd.ReadCommit(cur)
 		if err != nil {
 			return false, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}
@@ -362,11 +363,12 @@ type verifier struct {
 	sigRules map[string]*sigRule
 	// stored, when not nil, collects the objects each entry's replay made
 	// anew, and check requires each to be stored intact by the checksums
-	// the repository keeps for it (gitstore.ObjectDB.CheckStored), and the
+	// the repository keeps for it (gitstore.Cursor.CheckStored), and the
 	// commit's bytes to hash to its id: a full verification thus checks
 	// every stored object of every state once, since each was new in some
 	// entry, and a damaged one is CORRUPT at the entry that introduced it.
 	stored []gitstore.ObjectID
+	cur    *gitstore.Cursor // for the checks of stored objects, made by run
 }
 
 // setTree makes t the state the next entry applies to, tracking the objects
@@ -393,18 +395,20 @@ func (v *verifier) run(commits []walked) error {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	defer func() { close(stop); <-done }() // the reader must stop before the caller may close the repository
+	v.cur = v.db.Cursor()
 	go func() {
 		defer close(done)
 		defer close(raws)
+		rd := v.db.Cursor()
 		for _, w := range commits {
 			f := fetched{commit: w.commit}
 			if f.commit == nil {
-				if f.commit, f.err = v.db.ReadCommit(w.id); f.err != nil {
+				if f.commit, f.err = rd.ReadCommit(w.id); f.err != nil {
 					f.err = errs.Wrap(errs.Corrupt, f.err, "ledger commit %s", w.id)
 				}
 			}
 			if f.err == nil {
-				f.raw, f.err = entryBytes(v.db, f.commit.Tree)
+				f.raw, f.err = entryBytes(rd, f.commit.Tree)
 			}
 			select {
 			case raws <- f:
@@ -536,7 +540,7 @@ func (v *verifier) hashTree() (gitstore.ObjectID, error) {
 }
 
 // checkStored checks that the objects hashTree collected are stored intact
-// (gitstore.ObjectDB.CheckStored), and the commit's SHA-1 (its bytes are the
+// (gitstore.Cursor.CheckStored), and the commit's SHA-1 (its bytes are the
 // ones check compared).
 func (v *verifier) checkStored(w walked) error {
 	if v.stored == nil {
@@ -546,7 +550,7 @@ func (v *verifier) checkStored(w walked) error {
 		return v.fail(errs.Corrupt, "commit %s is damaged: its content hashes to %s", w.id, got)
 	}
 	for _, id := range v.stored {
-		if err := v.db.CheckStored(id); err != nil {
+		if err := v.cur.CheckStored(id); err != nil {
 			return v.fail(errs.Corrupt, "commit %s: stored state object %s: %v", w.id, id, err)
 		}
 	}
@@ -554,8 +558,13 @@ func (v *verifier) checkStored(w walked) error {
 	return nil
 }
 
+// objectReader is a gitstore.ObjectDB or one of its cursors.
+type objectReader interface {
+	Read(gitstore.ObjectID) (gitstore.ObjectType, []byte, error)
+}
+
 // entryBytes reads the "entry" blob of a ledger commit's tree.
-func entryBytes(db *gitstore.ObjectDB, tree gitstore.ObjectID) ([]byte, error) {
+func entryBytes(db objectReader, tree gitstore.ObjectID) ([]byte, error) {
 	typ, data, err := db.Read(tree)
 	if err != nil {
 		return nil, err
