@@ -35,6 +35,7 @@ const (
 	packMaxDeltaDepth    = 10000 // git writes at most 4095; more means a cycle or garbage
 	packHits             = 8     // packs of recent lookups searched first (ObjectDB.hits)
 	packCacheEntries     = 256
+	sealWindow           = 16 << 20 // bytes of a pack packMaps.seal reads before letting them go
 	packCacheBytes       = 8 << 20
 
 	// packMaxInflateRatio bounds the size a header may claim for n compressed bytes.
@@ -518,11 +519,17 @@ func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
 // pack order, against the CRC32 the index records for it, and finds the
 // entries that fail or whose delta bases in the pack do: one sequential
 // pass over the pack, after which checking an object costs its lookup.
-// The pack pages it read leave the resident set again (see DropResident).
+// The index and pack pages it reads leave the resident set as it goes (see
+// DropResident), so that checking a pack of any size needs 12 bytes of
+// memory per object (16 more per delta) and not the pack's size.
 func (m *packMaps) seal() {
 	x := m.idx
-	sum := sha1.Sum(x.data[:len(x.data)-20])
-	if !bytes.Equal(sum[:], x.data[len(x.data)-20:]) {
+	h := sha1.New()
+	for i := 0; i < len(x.data)-20; i += sealWindow {
+		h.Write(x.data[i:min(i+sealWindow, len(x.data)-20)])
+		syscall.Madvise(x.data[i:min(i+sealWindow, len(x.data))], syscall.MADV_DONTNEED)
+	}
+	if !bytes.Equal(h.Sum(nil), x.data[len(x.data)-20:]) {
 		m.sealErr = errors.New("pack index does not match its checksum")
 		return
 	}
@@ -534,15 +541,16 @@ func (m *packMaps) seal() {
 		m.sealErr = errors.New("pack too large to check")
 		return
 	}
-	keys := make([]uint64, x.n)
+	keys, crcs := make([]uint64, x.n), make([]uint32, x.n)
 	for i := range keys {
 		off, _, err := x.offset(i)
 		if err != nil || off < 12 || off >= uint64(len(m.data)-20) {
 			m.sealErr = errors.New("pack index offset out of range")
 			return
 		}
-		keys[i] = off<<posBits | uint64(i)
+		keys[i], crcs[i] = off<<posBits|uint64(i), x.crc(i)
 	}
+	syscall.Madvise(x.data, syscall.MADV_DONTNEED)
 	slices.Sort(keys)
 	bad := func(off uint64) {
 		if m.damaged == nil {
@@ -555,14 +563,20 @@ func (m *packMaps) seal() {
 	// base may follow it, in a thin pack fixed by git index-pack).
 	type link struct{ off, base uint64 }
 	var later []link
+	page := uint64(os.Getpagesize())
+	var dropped uint64 // the pack's pages below this were let go
 	for k, key := range keys {
+		if off := key >> posBits; off-dropped >= sealWindow {
+			syscall.Madvise(m.data[dropped:off&^(page-1)], syscall.MADV_DONTNEED)
+			dropped = off &^ (page - 1)
+		}
 		off, pos := key>>posBits, int(key&(1<<posBits-1))
 		end := uint64(len(m.data) - 20)
 		if k+1 < len(keys) {
 			end = keys[k+1] >> posBits
 		}
 		e, err := m.entry(off)
-		if err != nil || end <= off || crc32.ChecksumIEEE(m.data[off:end]) != x.crc(pos) {
+		if err != nil || end <= off || crc32.ChecksumIEEE(m.data[off:end]) != crcs[pos] {
 			bad(off)
 			continue
 		}
