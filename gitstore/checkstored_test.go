@@ -58,6 +58,23 @@ func storedFailures(t *testing.T, r *odbRepo, objs []odbGitObject) map[ObjectID]
 	return failed
 }
 
+// eachFlip calls check(i, size) with byte i of the file at path (of size
+// bytes) flipped, for every byte in turn, and then restores the file.
+func eachFlip(t *testing.T, path string, check func(i, size int)) {
+	t.Helper()
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range good {
+		b := bytes.Clone(good)
+		b[i] ^= 0x01
+		rewrite(t, path, b)
+		check(i, len(good))
+	}
+	rewrite(t, path, good)
+}
+
 // rewrite replaces the read-only file at path with data.
 func rewrite(t *testing.T, path string, data []byte) {
 	t.Helper()
@@ -121,14 +138,7 @@ func TestCheckStoredEveryByte(t *testing.T) {
 			if f := storedFailures(t, r, objs); len(f) != 0 {
 				t.Fatalf("intact pack: %d objects fail", len(f))
 			}
-			good, err := os.ReadFile(packPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range good {
-				b := bytes.Clone(good)
-				b[i] ^= 0x01
-				rewrite(t, packPath, b)
+			eachFlip(t, packPath, func(i, size int) {
 				failed := storedFailures(t, r, objs)
 				var owner *storedEntry
 				for k := range entries {
@@ -139,24 +149,15 @@ func TestCheckStoredEveryByte(t *testing.T) {
 				for _, e := range entries {
 					want := owner == nil || dependsOn(e, owner.id)
 					if failed[e.id] != want {
-						t.Fatalf("pack byte %d of %d flipped: CheckStored(%s) failed %v, want %v", i, len(good), e.id, failed[e.id], want)
+						t.Fatalf("pack byte %d of %d flipped: CheckStored(%s) failed %v, want %v", i, size, e.id, failed[e.id], want)
 					}
 				}
-			}
-			rewrite(t, packPath, good)
-			goodIdx, err := os.ReadFile(idxPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range goodIdx {
-				b := bytes.Clone(goodIdx)
-				b[i] ^= 0x01
-				rewrite(t, idxPath, b)
+			})
+			eachFlip(t, idxPath, func(i, size int) {
 				if failed := storedFailures(t, r, objs); len(failed) != len(objs) {
-					t.Fatalf("index byte %d of %d flipped: %d of %d objects fail", i, len(goodIdx), len(failed), len(objs))
+					t.Fatalf("index byte %d of %d flipped: %d of %d objects fail", i, size, len(failed), len(objs))
 				}
-			}
-			rewrite(t, idxPath, goodIdx)
+			})
 			if f := storedFailures(t, r, objs); len(f) != 0 {
 				t.Fatalf("restored pack: %d objects fail", len(f))
 			}
@@ -174,18 +175,9 @@ func TestCheckStoredLoose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(r.objects(), hex[:2], hex[2:])
-	good, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range good {
-		b := bytes.Clone(good)
-		b[i] ^= 0x01
-		rewrite(t, path, b)
-		failed := storedFailures(t, r, objs)
-		if len(failed) != 1 || !failed[id] {
-			t.Fatalf("loose byte %d of %d flipped: failures %v, want only %s", i, len(good), failed, id)
+	eachFlip(t, filepath.Join(r.objects(), hex[:2], hex[2:]), func(i, size int) {
+		if failed := storedFailures(t, r, objs); len(failed) != 1 || !failed[id] {
+			t.Fatalf("loose byte %d of %d flipped: failures %v, want only %s", i, size, failed, id)
 		}
-	}
+	})
 }

@@ -87,6 +87,17 @@ func TestVerifyFullDetectsDamagedStoredObject(t *testing.T) {
 	verifyFails(t, dir, "CORRUPT", 3, "--full")
 }
 
+// flipFileByte flips the byte at(content) of the file at path.
+func flipFileByte(t *testing.T, path string, at func([]byte) int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at(b)] ^= 0x01
+	replaceFile(t, path, b)
+}
+
 // replaceFile writes data over the (read-only) file at path.
 func replaceFile(t *testing.T, path string, data []byte) {
 	t.Helper()
@@ -193,29 +204,21 @@ func TestVerifyFullDetectsDamagedStorage(t *testing.T) {
 		// its own checksum. Either makes the whole pack untrustworthy.
 		{"index-crc", func(t *testing.T, dir string, commits []string) int {
 			idx, _ := onlyPack(t, dir, false)
-			b, err := os.ReadFile(idx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pos int
-			for i, line := range strings.Split(gitIn(t, dir, b, "show-index"), "\n") {
-				if strings.Fields(line)[1] == meta(t, dir, commits) {
-					pos = i
+			flipFileByte(t, idx, func(b []byte) int {
+				var pos int
+				for i, line := range strings.Split(gitIn(t, dir, b, "show-index"), "\n") {
+					if strings.Fields(line)[1] == meta(t, dir, commits) {
+						pos = i
+					}
 				}
-			}
-			n := int(binary.BigEndian.Uint32(b[8+4*255:]))
-			b[8+256*4+20*n+4*pos] ^= 0x01
-			replaceFile(t, idx, b)
+				n := int(binary.BigEndian.Uint32(b[8+4*255:]))
+				return 8 + 256*4 + 20*n + 4*pos // fanout, names, then the CRC32s
+			})
 			return 0
 		}},
 		{"index-checksum", func(t *testing.T, dir string, commits []string) int {
 			idx, _ := onlyPack(t, dir, false)
-			b, err := os.ReadFile(idx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[len(b)-1] ^= 0x01
-			replaceFile(t, idx, b)
+			flipFileByte(t, idx, func(b []byte) int { return len(b) - 1 })
 			return 0
 		}},
 		// A loose object: every pack unpacked, then a byte in the middle of
@@ -230,13 +233,7 @@ func TestVerifyFullDetectsDamagedStorage(t *testing.T) {
 			os.Remove(strings.TrimSuffix(pack, ".pack") + ".idx")
 			gitIn(t, dir, b, "unpack-objects", "-q")
 			id := meta(t, dir, commits)
-			path := filepath.Join(gitDir(t, dir), "objects", id[:2], id[2:])
-			lb, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lb[len(lb)/2] ^= 0x01
-			replaceFile(t, path, lb)
+			flipFileByte(t, filepath.Join(gitDir(t, dir), "objects", id[:2], id[2:]), func(b []byte) int { return len(b) / 2 })
 			return 3
 		}},
 	} {
