@@ -432,21 +432,6 @@ func (db *ObjectDB) Read(id ObjectID) (ObjectType, []byte, error) {
 	return db.read(id, 0, nil)
 }
 
-// ReadVerified is Read that also checks the object's SHA-1 against id, so
-// that damage git's own reads would report (a flipped byte in a pack or a
-// loose object, a wrong index entry) is an error and not silently other
-// content.
-func (db *ObjectDB) ReadVerified(id ObjectID) (ObjectType, []byte, error) {
-	t, data, err := db.Read(id)
-	if err != nil {
-		return t, data, err
-	}
-	if got := HashObject(t, data); got != id {
-		return t, data, fmt.Errorf("gitstore: object %s is damaged: its content hashes to %s", id, got)
-	}
-	return t, data, nil
-}
-
 // A Cursor reads objects for one sequence of related lookups, such as the
 // commits of a walk along history or the objects of one entry after
 // another: it searches first the pack its previous lookup found an object
@@ -471,7 +456,7 @@ func (c *Cursor) Read(id ObjectID) (ObjectType, []byte, error) {
 
 // CheckStored reports whether object id is stored intact, by the checksums
 // git's storage records rather than by inflating and re-hashing it: a loose
-// object must hash to its id (ReadVerified); a packed object's entry, and
+// object must hash to its id; a packed object's entry, and
 // the entry of each delta base it is built from, must have the CRC32 its
 // pack index records for it (the CRC32 of the entry's bytes, from its
 // offset to the next entry's or to the pack's trailer), and that index must
@@ -494,8 +479,10 @@ func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
 		return err
 	}
 	if loc.loose != nil {
-		loc.loose.Close()
-		_, _, err := db.ReadVerified(id)
+		t, data, err := looseRead(loc.loose, id)
+		if err == nil && HashObject(t, data) != id {
+			err = fmt.Errorf("gitstore: loose object %s is damaged: its content hashes to %s", id, HashObject(t, data))
+		}
 		return err
 	}
 	m := loc.m
@@ -629,13 +616,18 @@ func (db *ObjectDB) read(id ObjectID, depth int, hint **packFile) (ObjectType, [
 	if loc.loose == nil {
 		return db.packRead(loc, depth, hint)
 	}
-	defer loc.loose.Close()
-	fi, err := loc.loose.Stat()
+	return looseRead(loc.loose, id)
+}
+
+// looseRead reads and closes f, the loose object id.
+func looseRead(f *os.File, id ObjectID) (ObjectType, []byte, error) {
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return 0, nil, err
 	}
 	buf := make([]byte, fi.Size())
-	if _, err := io.ReadFull(loc.loose, buf); err != nil {
+	if _, err := io.ReadFull(f, buf); err != nil {
 		return 0, nil, err
 	}
 	t, data, err := looseDecode(buf)
