@@ -455,12 +455,12 @@ func (c *Cursor) Read(id ObjectID) (ObjectType, []byte, error) {
 }
 
 // CheckStored reports whether object id is stored intact, by the checksums
-// git's storage records rather than by inflating and re-hashing it: a loose
-// object must hash to its id; a packed object's entry, and
-// the entry of each delta base it is built from, must have the CRC32 its
-// pack index records for it (the CRC32 of the entry's bytes, from its
-// offset to the next entry's or to the pack's trailer), and that index must
-// be intact: its last 20 bytes the SHA-1 of the rest. The first check that
+// git's storage records rather than by inflating and re-hashing it: a
+// loose object must hash to its id; a packed object's entry, and the entry
+// of each delta base it is built from, must have the CRC32 its pack index
+// records for it (the CRC32 of the entry's bytes, from its offset to the
+// next entry's or to the pack's trailer), and that index must be intact:
+// its last 20 bytes the SHA-1 of the rest. The first check that
 // meets a pack checks its index and all its entries in one pass (seal).
 // This detects damage to the stored bytes, a flipped byte in a pack entry,
 // an index or a loose object, as git fsck does; it does not detect a pack
