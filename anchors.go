@@ -79,7 +79,7 @@ func (c *Client) signCheckpoint(cp anchor.Checkpoint, commit gitstore.ObjectID, 
 	for _, s := range signers {
 		res.VerifierKeys = append(res.VerifierKeys, s.Key)
 	}
-	text, err := anchor.Sign(cp, signers...)
+	text, err := anchor.Sign(cp, commit, signers...)
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +102,10 @@ type CheckpointCheck struct {
 // CheckCheckpoints checks checkpoint notes against the ledger at commit (a
 // verified tip, see Verify): each must be signed by every one of keys (none:
 // signatures are not checked) and consistent with the ledger (see
-// anchor.Check: CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED). The
-// first failure is returned, with the detail "checkpoint" naming its index.
+// anchor.Check: CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED), and
+// a commit line must name the ledger's commit of the checkpoint's last entry
+// (FORK-DETECTED otherwise). The first failure is returned, with the detail
+// "checkpoint" naming its index.
 func (c *Client) CheckCheckpoints(commit gitstore.ObjectID, notes [][]byte, keys []string) ([]CheckpointCheck, error) {
 	s, err := c.L.SnapshotAt(commit)
 	if err != nil {
@@ -116,12 +118,29 @@ func (c *Client) CheckCheckpoints(commit gitstore.ObjectID, notes [][]byte, keys
 		if err == nil {
 			cons, err = anchor.Check(s, s.Meta, o.Checkpoint)
 		}
+		if err == nil && !o.Commit.IsZero() {
+			err = c.checkCommitLine(commit, o)
+		}
 		if err != nil {
 			return nil, errs.From(err).With("checkpoint", i)
 		}
 		out = append(out, CheckpointCheck{cons, o.SignedBy})
 	}
 	return out, nil
+}
+
+// checkCommitLine checks that the commit o's commit line names is the
+// ledger's commit of entry o.Size-1 in the ledger at tip.
+func (c *Client) checkCommitLine(tip gitstore.ObjectID, o *anchor.Opened) error {
+	at, err := c.L.CommitAt(tip, o.Size-1)
+	if err != nil {
+		return err
+	}
+	if at != o.Commit {
+		return errs.New(errs.ForkDetected, "the ledger's commit of entry %d is %s, the checkpoint names %s", o.Size-1, at, o.Commit).
+			With("checkpoint_size", o.Size)
+	}
+	return nil
 }
 
 // ProveInclusion proves that entry seq is among the first size entries (0:

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tally-dev/tally/anchor"
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/identity"
@@ -42,6 +43,11 @@ type Options struct {
 	// ledger commit. Empty means git's user.signingkey when gpg.format is
 	// ssh, else no signing.
 	SigningKey string
+	// CheckpointKeys are checkpoint verifier keys (anchor.ParseVerifier) the
+	// client trusts besides git config's multi-valued tally.checkpointKey:
+	// with any, the first fetch of a remote's ledger starts from the largest
+	// stored checkpoint one of them signed (ledger.Options.Trust).
+	CheckpointKeys []string
 }
 
 // Client operates on one repository's ledger as one actor. Its source,
@@ -65,7 +71,14 @@ type Client struct {
 type Verified struct {
 	Through uint64     `json:"through"`
 	Head    chain.Hash `json:"head"`
+	// From is the trusted checkpoint verification began at when it did not
+	// begin at genesis: entries before it were not fetched nor replayed.
+	From *ledger.CheckpointStart `json:"from,omitempty"`
 }
+
+// CheckpointKeyConfig is the git config variable (multi-valued) of the
+// checkpoint verifier keys a clone trusts (Options.CheckpointKeys).
+const CheckpointKeyConfig = "tally.checkpointKey"
 
 // Verified returns the state the client's last view read (nil before any).
 func (c *Client) Verified() *Verified { return c.seen }
@@ -100,7 +113,17 @@ func Open(dir string, opt Options) (*Client, error) {
 		repo.Close()
 		return nil, err
 	}
-	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain})
+	var trust ledger.CheckpointTrust
+	if keys := append(cfg.Values(CheckpointKeyConfig), opt.CheckpointKeys...); len(keys) > 0 {
+		for _, k := range keys {
+			if _, _, err := anchor.ParseVerifier(k, "tally"); err != nil { // the name only matters for ssh keys, whose signer chose it
+				repo.Close()
+				return nil, errs.From(err).With("config", CheckpointKeyConfig)
+			}
+		}
+		trust = anchor.Trust(keys)
+	}
+	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain, Trust: trust})
 	if err != nil {
 		repo.Close()
 		return nil, err
@@ -189,6 +212,6 @@ func (c *Client) head() (*ledger.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.seen = &Verified{Through: s.Meta.Size - 1, Head: s.Meta.Head}
+	c.seen = &Verified{Through: s.Meta.Size - 1, Head: s.Meta.Head, From: c.L.ShallowStart()}
 	return s, nil
 }

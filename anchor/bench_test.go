@@ -16,6 +16,7 @@ import (
 
 	"github.com/tally-dev/tally/anchor"
 	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/identity"
 	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/lease"
@@ -69,7 +70,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := anchor.Sign(c, s); err != nil {
+				if _, err := anchor.Sign(c, gitstore.ObjectID{}, s); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -196,7 +197,7 @@ func BenchmarkLedger100k(b *testing.B) {
 			s := head(b)
 			c, err := anchor.FromTiles(s, s.Meta)
 			if err == nil {
-				_, err = anchor.Sign(c, sig)
+				_, err = anchor.Sign(c, gitstore.ObjectID{}, sig)
 			}
 			if err != nil {
 				b.Fatal(err)

@@ -21,7 +21,9 @@ import (
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/identity"
+	"github.com/tally-dev/tally/ledger"
 )
 
 // Checkpoint is the state of a ledger that a checkpoint commits to: its
@@ -56,14 +58,61 @@ func (c Checkpoint) Body() []byte {
 	return fmt.Appendf(nil, "%s\n%d\n%s\n", c.Origin, c.Size, base64.StdEncoding.EncodeToString(c.Root[:]))
 }
 
+// commitLine starts the extension line of a checkpoint body that names the
+// ledger commit of its last entry (entry size-1): "tally-commit <40 hex>".
+// The signature covers it, so a trusted signer vouches for that commit, and
+// with it for the state tree the commit holds, which the Merkle root alone
+// does not bind (FORMAT.md §11).
+const commitLine = "tally-commit "
+
+// BodyAt returns Body with the commit line naming commit, the ledger commit
+// of entry c.Size-1 (none for the zero id).
+func (c Checkpoint) BodyAt(commit gitstore.ObjectID) []byte {
+	b := c.Body()
+	if commit.IsZero() {
+		return b
+	}
+	return append(b, commitLine+commit.String()+"\n"...)
+}
+
 func invalid(format string, args ...any) *errs.Error {
 	return errs.New(errs.CheckpointInvalid, format, args...)
 }
 
 // ParseBody parses a checkpoint body. Extension lines after the root are
-// allowed by the C2SP format and ignored; everything else must be in the
-// one form Body writes.
+// allowed by the C2SP format and ignored, but for tally's commit line
+// (BodyAt), which ParseCommit reads; everything else must be in the one form
+// Body writes.
 func ParseBody(body []byte) (Checkpoint, error) {
+	c, _, err := ParseCommit(body)
+	return c, err
+}
+
+// ParseCommit parses a checkpoint body and its commit line: the ledger
+// commit it names (zero when the body has none). A body with more than one
+// commit line, one whose id is not 40 lowercase hex digits, or one of size
+// 0 (which has no last entry), is CHECKPOINT-INVALID.
+func ParseCommit(body []byte) (Checkpoint, gitstore.ObjectID, error) {
+	var commit gitstore.ObjectID
+	c, err := parseBody(body, func(ext string) error {
+		hex, ok := strings.CutPrefix(ext, commitLine)
+		if !ok {
+			return nil
+		}
+		id, err := gitstore.ParseObjectID(hex)
+		if err != nil || id.String() != hex || !commit.IsZero() {
+			return invalid("checkpoint commit line %q is not one `tally-commit <40 lowercase hex>`", ext)
+		}
+		commit = id
+		return nil
+	})
+	if err == nil && c.Size == 0 && !commit.IsZero() {
+		return Checkpoint{}, commit, invalid("a checkpoint of 0 entries has no last entry for its commit line to name")
+	}
+	return c, commit, err
+}
+
+func parseBody(body []byte, ext func(string) error) (Checkpoint, error) {
 	s := string(body)
 	if !strings.HasSuffix(s, "\n") {
 		return Checkpoint{}, invalid("checkpoint body does not end with a newline")
@@ -86,6 +135,11 @@ func ParseBody(body []byte) (Checkpoint, error) {
 	c.Size = size
 	if c.Root, ok = parseHash64(lines[2]); !ok {
 		return Checkpoint{}, invalid("checkpoint root %q is not a base64 32-byte hash", lines[2])
+	}
+	for _, l := range lines[3:] {
+		if err := ext(l); err != nil {
+			return Checkpoint{}, err
+		}
 	}
 	return c, nil
 }
@@ -126,6 +180,9 @@ type Opened struct {
 	// key form) whose signatures verified. Empty when no key was asked for:
 	// the checkpoint is then not authenticated.
 	SignedBy []string `json:"signed_by"`
+	// Commit is the ledger commit of the checkpoint's last entry its commit
+	// line names, zero when it has none.
+	Commit gitstore.ObjectID `json:"-"`
 }
 
 // Open reads a checkpoint: a signed note, or the bare body. Each of keys
@@ -133,11 +190,11 @@ type Opened struct {
 // CHECKPOINT-INVALID; with no keys the signatures are not checked.
 func Open(text []byte, keys []string) (*Opened, error) {
 	body, _ := splitNote(text)
-	c, err := ParseBody(body)
+	c, commit, err := ParseCommit(body)
 	if err != nil {
 		return nil, err
 	}
-	o := &Opened{Checkpoint: c, SignedBy: []string{}}
+	o := &Opened{Checkpoint: c, SignedBy: []string{}, Commit: commit}
 	if len(keys) == 0 {
 		return o, nil
 	}
@@ -158,7 +215,7 @@ func Open(text []byte, keys []string) (*Opened, error) {
 	if err != nil {
 		return nil, invalid("checkpoint signature: %v", err)
 	}
-	if o.Checkpoint, err = ParseBody([]byte(n.Text)); err != nil { // the signed text itself
+	if o.Checkpoint, o.Commit, err = ParseCommit([]byte(n.Text)); err != nil { // the signed text itself
 		return nil, err
 	}
 	for i, v := range vs {
@@ -276,17 +333,17 @@ func noteSignerKey(name string, priv ed25519.PrivateKey) (string, error) {
 		base64.StdEncoding.EncodeToString(append([]byte{1}, priv.Seed()...)), nil
 }
 
-// Sign returns the checkpoint's note signed by signers, or its bare body
-// when there are none.
-func Sign(c Checkpoint, signers ...*Signer) ([]byte, error) {
+// Sign returns the checkpoint's note, its body naming commit (BodyAt),
+// signed by signers, or the bare body when there are none.
+func Sign(c Checkpoint, commit gitstore.ObjectID, signers ...*Signer) ([]byte, error) {
 	if len(signers) == 0 {
-		return c.Body(), nil
+		return c.BodyAt(commit), nil
 	}
 	ns := make([]note.Signer, len(signers))
 	for i, s := range signers {
 		ns[i] = s.Signer
 	}
-	text, err := note.Sign(&note.Note{Text: string(c.Body())}, ns...)
+	text, err := note.Sign(&note.Note{Text: string(c.BodyAt(commit))}, ns...)
 	if err != nil {
 		return nil, errs.New(errs.Usage, "signing checkpoint of %q: %v", c.Origin, err)
 	}
@@ -334,4 +391,23 @@ func wellFormedSignature(line string) bool {
 	}
 	b, err := base64.StdEncoding.DecodeString(sig)
 	return err == nil && len(b) > 4 && base64.StdEncoding.EncodeToString(b) == sig
+}
+
+// Trust returns the judge of fetched checkpoints for ledger.Options.Trust:
+// a note is trusted when one of keys (see ParseVerifier; each made for the
+// checkpoint's origin) signed it and its body names a ledger commit
+// (BodyAt). Other notes, signed by other keys or without the commit line,
+// are not trusted.
+func Trust(keys []string) ledger.CheckpointTrust {
+	return func(text []byte) (ledger.TrustedCheckpoint, bool) {
+		for _, k := range keys {
+			o, err := Open(text, []string{k})
+			if err != nil || o.Commit.IsZero() {
+				continue
+			}
+			name, _, _ := strings.Cut(o.SignedBy[0], "+")
+			return ledger.TrustedCheckpoint{Origin: o.Origin, Size: o.Size, Root: o.Root, Commit: o.Commit, Key: name}, true
+		}
+		return ledger.TrustedCheckpoint{}, false
+	}
 }

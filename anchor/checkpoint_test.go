@@ -14,6 +14,7 @@ import (
 
 	"github.com/tally-dev/tally/anchor"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/identity"
 )
 
@@ -88,7 +89,7 @@ func TestSignedCheckpoint(t *testing.T) {
 	if s2.Key != vkey {
 		t.Fatalf("note key verifier %q, want %q", s2.Key, vkey)
 	}
-	text, err := anchor.Sign(c, s1, s2)
+	text, err := anchor.Sign(c, gitstore.ObjectID{}, s1, s2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +174,37 @@ func TestTrailerSpelling(t *testing.T) {
 	for _, bad := range []string{"o 007 " + root, "o +7 " + root, "o 7 " + root[:len(root)-4], "o 7"} {
 		if _, err := anchor.ParseTrailer(bad); err == nil {
 			t.Errorf("ParseTrailer(%q) accepted", bad)
+		}
+	}
+}
+
+// The commit line names the ledger commit of the checkpoint's last entry;
+// other extension lines are ignored, and a malformed or repeated commit
+// line is CHECKPOINT-INVALID.
+func TestCheckpointCommitLine(t *testing.T) {
+	c := anchor.Checkpoint{Origin: "example.com/log", Size: 7, Root: entryHash('r', 0)}
+	id := gitstore.HashObject(gitstore.BlobObject, []byte("a commit"))
+	body := string(c.BodyAt(id))
+	if want := string(c.Body()) + "tally-commit " + id.String() + "\n"; body != want {
+		t.Fatalf("BodyAt = %q, want %q", body, want)
+	}
+	for _, text := range []string{body, body + "other extension\n", string(c.Body()) + "other\n" + "tally-commit " + id.String() + "\n"} {
+		got, commit, err := anchor.ParseCommit([]byte(text))
+		if err != nil || got != c || commit != id {
+			t.Errorf("ParseCommit(%q) = %+v, %s, %v", text, got, commit, err)
+		}
+	}
+	if _, commit, err := anchor.ParseCommit(c.Body()); err != nil || !commit.IsZero() {
+		t.Errorf("ParseCommit of a body without the line: %s, %v", commit, err)
+	}
+	for _, text := range []string{
+		body + "tally-commit " + id.String() + "\n",
+		string(c.Body()) + "tally-commit " + strings.ToUpper(id.String()) + "\n",
+		string(c.Body()) + "tally-commit " + id.String()[:39] + "\n",
+		string(anchor.Checkpoint{Origin: c.Origin, Root: c.Root}.BodyAt(id)),
+	} {
+		if _, _, err := anchor.ParseCommit([]byte(text)); errs.CodeOf(err) != "CHECKPOINT-INVALID" {
+			t.Errorf("ParseCommit(%q): %v, want CHECKPOINT-INVALID", text, err)
 		}
 	}
 }

@@ -219,7 +219,7 @@ func TestSignedCheckpointCLI(t *testing.T) {
 	// x/mod's note.Open accepts it with either verifier key, and the body is
 	// the C2SP checkpoint of the ledger's meta.
 	size, root := metaAt(t, a, "refs/tally/ledger")
-	want := fmt.Sprintf("test/signed\n%d\n%s\n", size, base64.StdEncoding.EncodeToString(root))
+	want := fmt.Sprintf("test/signed\n%d\n%s\ntally-commit %s\n", size, base64.StdEncoding.EncodeToString(root), testrepo.Git(t, a, "rev-parse", "refs/tally/ledger"))
 	for _, vk := range []string{vkey, noteVkey} {
 		v, err := note.NewVerifier(vk)
 		if err != nil {
@@ -399,7 +399,7 @@ func TestAnchor(t *testing.T) {
 	v, _ := note.NewVerifier(sshVerifierKey(t, key+".pub", "test/anchor"))
 	n, err := note.Open([]byte(stored), note.VerifierList(v))
 	_, root := metaAt(t, a, "refs/tally/ledger")
-	if err != nil || n.Text != "test/anchor\n4\n"+base64.StdEncoding.EncodeToString(root)+"\n" {
+	if err != nil || n.Text != "test/anchor\n4\n"+base64.StdEncoding.EncodeToString(root)+"\ntally-commit "+testrepo.Git(t, a, "rev-parse", "refs/tally/ledger")+"\n" {
 		t.Fatalf("stored checkpoint %q: %v", stored, err)
 	}
 	r = tally(t, a, 0, "anchor", "--ref", "v1", "--ref", "refs/heads/main")
@@ -470,4 +470,91 @@ func TestForgedAnchor(t *testing.T) {
 	commit := gitIn(t, a, msg, "commit-tree", treeID, "-p", parent)
 	testrepo.Git(t, a, "update-ref", "refs/tally/ledger", commit)
 	refused(t, a, 3, "RULE-VIOLATION", map[string]any{"rule": "CHECKPOINT-INVALID", "seq": 3}, "verify", "--full")
+}
+
+// A checkpoint stored before tally wrote the commit line stays as it is
+// when the same checkpoint is saved again with the line: stored checkpoints
+// are append-only, and the two bodies are one checkpoint, not a fork. A
+// stored note whose commit line names another commit is a fork.
+func TestSaveBesideCheckpointWithoutCommitLine(t *testing.T) {
+	a := newLedger(t, "oldcp", 2)
+	keys := t.TempDir()
+	oldKey, _, err := note.GenerateKey(rand.Reader, "old.witness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, _, err := note.GenerateKey(rand.Reader, "new.witness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newFile := filepath.Join(keys, "new")
+	os.WriteFile(newFile, []byte(newKey), 0o600)
+	cp := tally(t, a, 0, "checkpoint").JSON
+	size := fmt.Sprint(cp["size"])
+	body := cp["note"].(string)
+	bare := body[:strings.Index(body, "tally-commit ")]
+	store := func(text string) string {
+		f := filepath.Join(keys, "note")
+		os.WriteFile(f, []byte(text), 0o644)
+		blob := testrepo.Git(t, a, "hash-object", "-w", f)
+		testrepo.Git(t, a, "update-ref", "refs/tally/checkpoints/"+size, blob)
+		return blob
+	}
+	signer, err := note.NewSigner(oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(body string) string {
+		text, err := note.Sign(&note.Note{Text: body}, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(text)
+	}
+
+	old := store(sign(bare))
+	tally(t, a, 0, "checkpoint", "--sign", newFile, "--save")
+	if got := testrepo.Git(t, a, "rev-parse", "refs/tally/checkpoints/"+size); got != old {
+		t.Fatalf("the stored checkpoint without a commit line was replaced: %s", testrepo.Git(t, a, "cat-file", "-p", got))
+	}
+
+	store(sign(bare + "tally-commit " + testrepo.Git(t, a, "rev-parse", "HEAD") + "\n"))
+	if r := tally(t, a, 3, "checkpoint", "--sign", newFile, "--save"); r.ErrorCode() != "FORK-DETECTED" {
+		t.Fatalf("a stored checkpoint naming another commit: %s", r)
+	}
+}
+
+// verify --checkpoint checks a checkpoint's commit line too: a signed
+// checkpoint of the right origin, size and root that names another commit
+// than the ledger's is a fork.
+func TestVerifyCheckpointCommitLine(t *testing.T) {
+	a := newLedger(t, "cpcommit", 3)
+	skey, vkey, err := note.GenerateKey(rand.Reader, "witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := tally(t, a, 0, "checkpoint").JSON["note"].(string)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, body string
+		code       int
+	}{
+		{"own", body, 0},
+		{"other", body[:strings.Index(body, "tally-commit ")] + "tally-commit " + testrepo.Git(t, a, "rev-parse", "refs/tally/ledger~1") + "\n", 3},
+	} {
+		text, err := note.Sign(&note.Note{Text: tc.body}, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, tc.name)
+		os.WriteFile(f, text, 0o644)
+		r := tally(t, a, tc.code, "verify", "--checkpoint", f, "--checkpoint-key", vkey)
+		if tc.code != 0 && r.ErrorCode() != "FORK-DETECTED" {
+			t.Fatalf("%s: %s, want FORK-DETECTED", tc.name, r)
+		}
+	}
 }

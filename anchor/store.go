@@ -47,11 +47,16 @@ func Load(l *ledger.Ledger, size uint64) ([]byte, error) {
 // Save stores a checkpoint note (see Sign) of c under RefFor(c.Size), with
 // git's lockfile compare-and-swap under the writer lock
 // its local CheckpointsLock. A note already stored there with the same
-// body gains the new signatures; one with another body (another root at the
-// same size, say fetched from a remote) is FORK-DETECTED. It returns the ref.
+// body gains the new signatures. One with another body is FORK-DETECTED
+// (another root at the same size, say fetched from a remote, or another
+// commit line), except that a stored note of the same checkpoint without a
+// commit line, or with one where text has none, is kept as it is: stored
+// checkpoints are append-only (CheckStored), and the two bodies are the
+// same checkpoint. It returns the ref.
 func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 	ref := RefFor(l, c.Size)
-	if body, _ := splitNote(text); string(body) != string(c.Body()) {
+	body, _ := splitNote(text)
+	if got, _, err := ParseCommit(body); err != nil || got != c {
 		return "", errs.New(errs.Usage, "note to store is not the checkpoint of size %d", c.Size)
 	}
 	wl, err := gitstore.AcquireWriterLock(l.Files.CheckpointsLock(), storeLockTimeout)
@@ -71,11 +76,16 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if text, err = mergeNotes(prev, text); err != nil {
-			body, _ := splitNote(prev)
+		merged, err := mergeNotes(prev, text)
+		if err != nil {
+			prevBody, _ := splitNote(prev)
+			if sameCheckpoint(prevBody, body) {
+				return ref, nil
+			}
 			return "", errs.New(errs.ForkDetected, "%s holds another checkpoint than the ledger's at %d entries (%q, root %s):\n%s",
-				ref, c.Size, c.Origin, c.Root, body).With("checkpoint_size", c.Size)
+				ref, c.Size, c.Origin, c.Root, prevBody).With("checkpoint_size", c.Size)
 		}
+		text = merged
 	}
 	pw := gitstore.NewPackWriter()
 	id := pw.Add(gitstore.BlobObject, text)
@@ -92,6 +102,15 @@ func Save(l *ledger.Ledger, c Checkpoint, text []byte) (string, error) {
 		return "", errs.Wrap(errs.Internal, err, "update %s", ref)
 	}
 	return ref, nil
+}
+
+// sameCheckpoint reports whether two checkpoint bodies that differ are the
+// same checkpoint, one of them without the commit line (a note written
+// before tally wrote that line).
+func sameCheckpoint(a, b []byte) bool {
+	ca, ida, erra := ParseCommit(a)
+	cb, idb, errb := ParseCommit(b)
+	return erra == nil && errb == nil && ca == cb && (ida.IsZero() || idb.IsZero())
 }
 
 // CheckStored judges a push of the stored checkpoint ref for size: text is

@@ -4,6 +4,7 @@
 //	go run ./bench [-dir DIR] [-entries 100000] [-objects 1000000] [-runs 200]
 //	go run ./bench -quick          # small sizes, a smoke test of the script
 //	go run ./bench -dir DIR -entries N -build   # only the N-entry ledger, in DIR/empty
+//	go run ./bench -dir DIR -firstcontact       # fresh clones of DIR/empty's first remote command
 //
 // Put DIR on the filesystem you care about: fsync cost differs between mounts
 // (on the development machine /tmp was about three times slower than /work).
@@ -116,6 +117,10 @@ func (b *bench) run() {
 	fmt.Fprintf(os.Stderr, "bench in %s: %d entries, %d host objects, %d runs\n", b.dir, *entries, *objects, *runs)
 	sh(".", nil, "env", "CGO_ENABLED=0", "go", "build", "-o", b.tally, "./cmd/tally")
 
+	if *firstContact {
+		b.firstContactBench()
+		return
+	}
 	if *build {
 		// The ledger the verify measurements read, for measuring them on
 		// their own (docs/PERFORMANCE.md); growing an existing one keeps its

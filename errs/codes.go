@@ -56,6 +56,7 @@ const (
 	PusherUnknown      Code = "PUSHER-UNKNOWN"
 	LimitExceeded      Code = "LIMIT-EXCEEDED"
 	AuditFailed        Code = "AUDIT-FAILED"
+	HistoryShallow     Code = "HISTORY-SHALLOW"
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal          Code = "INTERNAL"
@@ -127,6 +128,7 @@ var classes = map[Code]Class{
 	PusherUnknown:      Refused,
 	LimitExceeded:      Refused,
 	AuditFailed:        Refused,
+	HistoryShallow:     Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal:          Integrity,

@@ -4,9 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
-
-	gitconfig "github.com/go-git/go-git/v5/plumbing/format/config"
 )
 
 // Config is the configuration git would see in a repository, read at one
@@ -15,11 +14,24 @@ import (
 // short-lived tally process from spawning `git config`. Include directives
 // (include.path, includeIf "gitdir:", "gitdir/i:" and "onbranch:") are
 // followed as git follows them, so a value is the one `git config` prints.
+// The files are parsed by parseConfig, not by a library: go-git's parser
+// (through gcfg) linked encoding/gob, whose initializers were the largest
+// single cost of starting a tally process (a fifth of a `tally note`'s
+// instructions), and it merged same-named sections, losing their order.
 type Config struct {
-	// parts are the files' sections in the order git reads them, each
-	// included file's in place of the section that includes it, so the last
-	// part that sets a variable is the one git's last-one-wins picks.
-	parts []*gitconfig.Config
+	// vars are the files' variables in the order git reads them, each
+	// included file's in place of the include.path that names it, so the
+	// last one that sets a variable is the one git's last-one-wins picks.
+	vars []configVar
+}
+
+// configVar is one variable line of a configuration file. section and key
+// are lower case (git's names are case-insensitive); sub, the subsection,
+// keeps its case unless it was written in the legacy [section.sub] form,
+// which git lowercases. A key written without "=" has value "" (it is
+// boolean true to git; `git config --get` prints an empty line).
+type configVar struct {
+	section, sub, key, value string
 }
 
 // maxIncludeDepth is git's limit on nested includes (MAX_INCLUDE_DEPTH);
@@ -53,85 +65,200 @@ func (r *Repo) Config() *Config {
 	return c
 }
 
-// read appends the sections of the file at path, following its includes.
-// A file that cannot be read or parsed is skipped, as a missing include is.
+// read appends the variables of the file at path, following its includes
+// where they are. A file that cannot be read is skipped, as git skips a
+// missing include; a file git could not parse (git refuses to run then)
+// contributes the variables before the line it cannot parse.
 func (c *Config) read(r *Repo, path string, depth int) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return
 	}
-	for _, text := range splitSections(string(b)) {
-		part := gitconfig.New()
-		if gitconfig.NewDecoder(strings.NewReader(text)).Decode(part) != nil {
-			continue
+	parseConfig(string(b), func(v configVar) {
+		c.vars = append(c.vars, v)
+		if depth >= maxIncludeDepth || v.key != "path" || v.value == "" {
+			return
 		}
-		c.parts = append(c.parts, part)
-		if depth >= maxIncludeDepth {
-			continue
-		}
-		for _, inc := range r.includes(part, filepath.Dir(path)) {
-			c.read(r, inc, depth+1)
-		}
-	}
-}
-
-// splitSections cuts a config file's text before each section header, so
-// that every part holds one section and the parts keep the file's order
-// (go-git's parser merges same-named sections, losing it).
-func splitSections(text string) []string {
-	var parts []string
-	start := 0
-	for i := 0; i < len(text); {
-		end := strings.IndexByte(text[i:], '\n')
-		if end < 0 {
-			end = len(text) - i
-		}
-		if line := strings.TrimLeft(text[i:i+end], " \t"); strings.HasPrefix(line, "[") && i > start {
-			parts = append(parts, text[start:i])
-			start = i
-		}
-		i += end + 1
-	}
-	return append(parts, text[start:])
-}
-
-// includes lists the files a part includes, in order: include.path, and
-// includeIf.<condition>.path when the condition holds. A relative path is
-// relative to dir, the including file's directory; "~/" is the home directory.
-func (r *Repo) includes(part *gitconfig.Config, dir string) []string {
-	var out []string
-	for _, s := range part.Sections {
 		switch {
-		case strings.EqualFold(s.Name, "include"):
-			out = append(out, includePaths(s.Options, dir)...)
-		case strings.EqualFold(s.Name, "includeIf"):
-			for _, sub := range s.Subsections {
-				if r.includeIf(sub.Name, dir) {
-					out = append(out, includePaths(sub.Options, dir)...)
+		case v.section == "include" && v.sub == "":
+		case v.section == "includeif" && r.includeIf(v.sub, filepath.Dir(path)):
+		default:
+			return
+		}
+		if p, ok := expandHome(v.value); ok {
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(filepath.Dir(path), p)
+			}
+			c.read(r, p, depth+1)
+		}
+	})
+}
+
+// parseConfig calls emit for each variable of a git configuration file's
+// text, in order, and stops at the first line git's parser (config.c)
+// would refuse. The syntax is git-config(1)'s: "[section]",
+// `[section "subsection"]` (\ and \" escaped in the subsection; `[a.b "c"]`
+// is section a, subsection b.c) or the legacy "[section.subsection]"; a
+// variable may follow a section header on its line; "name = value" or
+// "name" alone on its line (not even a comment after it); "#" and ";" start
+// a comment outside double quotes; in a value, double quotes keep white space and
+// comment characters, \t \n \b \\ \" are escapes, a backslash before
+// the end of the line continues the value on the next line, and white space
+// outside quotes is dropped at either end and kept inside, each tab or space
+// as one space.
+func parseConfig(text string, emit func(configVar)) {
+	text = strings.TrimPrefix(strings.ReplaceAll(text, "\r\n", "\n"), "\ufeff")
+	i := 0
+	var section, sub string
+	for i < len(text) {
+		c := text[i]
+		switch {
+		case c == '\n' || c == ' ' || c == '\t':
+			i++
+		case c == '#' || c == ';':
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+		case c == '[':
+			var ok bool
+			if section, sub, i, ok = parseSectionHeader(text, i+1); !ok {
+				return
+			}
+		case isConfigAlpha(c) && section != "":
+			start := i
+			for i < len(text) && (isConfigAlpha(text[i]) || text[i] >= '0' && text[i] <= '9' || text[i] == '-') {
+				i++
+			}
+			v := configVar{section: section, sub: sub, key: strings.ToLower(text[start:i])}
+			for i < len(text) && (text[i] == ' ' || text[i] == '\t') {
+				i++
+			}
+			switch {
+			case i == len(text) || text[i] == '\n':
+			case text[i] == '=':
+				var ok bool
+				if v.value, i, ok = parseConfigValue(text, i+1); !ok {
+					return
 				}
+			default:
+				return
+			}
+			emit(v)
+		default:
+			return
+		}
+	}
+}
+
+// parseSectionHeader parses a section header from just after its "[" at i,
+// returning the section (lower case), the subsection and the index after
+// the "]".
+func parseSectionHeader(text string, i int) (section, sub string, next int, ok bool) {
+	start := i
+	for i < len(text) && (isConfigAlpha(text[i]) || text[i] >= '0' && text[i] <= '9' || text[i] == '-' || text[i] == '.') {
+		i++
+	}
+	name := strings.ToLower(text[start:i])
+	if i < len(text) && text[i] == ']' {
+		section, sub, _ = strings.Cut(name, ".")
+		return section, sub, i + 1, name != ""
+	}
+	for i < len(text) && (text[i] == ' ' || text[i] == '\t') {
+		i++
+	}
+	if name == "" || i == len(text) || text[i] != '"' {
+		return "", "", i, false
+	}
+	var b strings.Builder
+	for i++; i < len(text) && text[i] != '"'; i++ {
+		if text[i] == '\n' {
+			return "", "", i, false
+		}
+		if text[i] == '\\' {
+			i++
+			if i == len(text) || text[i] == '\n' {
+				return "", "", i, false
 			}
 		}
+		b.WriteByte(text[i])
 	}
-	return out
+	if i+1 >= len(text) || text[i+1] != ']' {
+		return "", "", i, false
+	}
+	// [a.b "c"] is git's a.b.c: "b" lowercased like the section, "c" kept
+	section, sub, dotted := strings.Cut(name, ".")
+	if dotted {
+		return section, sub + "." + b.String(), i + 2, true
+	}
+	return name, b.String(), i + 2, true
 }
 
-func includePaths(opts gitconfig.Options, dir string) []string {
-	var out []string
-	for _, o := range opts {
-		if !strings.EqualFold(o.Key, "path") || o.Value == "" {
+// parseConfigValue parses a value from just after its "=" at i to the end
+// of its (last continued) line, as git's parse_value does, returning the
+// index of the line's end.
+func parseConfigValue(text string, i int) (value string, next int, ok bool) {
+	var b strings.Builder
+	quote, comment := false, false
+	trim := -1 // where the value ends if only white space follows
+	for ; i < len(text); i++ {
+		c := text[i]
+		if c == '\n' {
+			break
+		}
+		if comment {
 			continue
 		}
-		p, ok := expandHome(o.Value)
-		if !ok {
+		if (c == ' ' || c == '\t') && !quote {
+			if trim < 0 {
+				trim = b.Len()
+			}
+			if b.Len() > 0 {
+				b.WriteByte(' ') // git keeps inner white space as spaces
+			}
 			continue
 		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
+		if !quote && (c == '#' || c == ';') {
+			comment = true
+			continue
 		}
-		out = append(out, p)
+		trim = -1
+		switch c {
+		case '\\':
+			i++
+			if i == len(text) {
+				return "", i, false
+			}
+			switch text[i] {
+			case '\n':
+				continue
+			case 't':
+				c = '\t'
+			case 'b':
+				c = '\b'
+			case 'n':
+				c = '\n'
+			case '\\', '"':
+				c = text[i]
+			default:
+				return "", i, false
+			}
+		case '"':
+			quote = !quote
+			continue
+		}
+		b.WriteByte(c)
 	}
-	return out
+	if quote {
+		return "", i, false
+	}
+	value = b.String()
+	if trim >= 0 {
+		value = value[:trim]
+	}
+	return value, i, true
 }
+
+func isConfigAlpha(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
 // expandHome replaces a leading "~/" with the home directory.
 func expandHome(p string) (string, bool) {
@@ -240,31 +367,32 @@ func wildmatch(pattern, name string, pathname, fold bool) bool {
 }
 
 // Value returns the value of a variable ("section.key" or
-// "section.subsection.key"), the last file that sets it winning.
+// "section.subsection.key"; section and key in any case, the subsection in
+// its own), the last setting read winning.
 func (c *Config) Value(name string) (string, bool) {
+	all := c.Values(name)
+	if len(all) == 0 {
+		return "", false
+	}
+	return all[len(all)-1], true
+}
+
+// Values returns every value of a multi-valued variable, in the order git
+// reads them (`git config --get-all`).
+func (c *Config) Values(name string) []string {
 	section, key := name[:strings.Index(name+".", ".")], name[strings.LastIndex(name, ".")+1:]
 	sub := ""
 	if i, j := strings.Index(name, "."), strings.LastIndex(name, "."); i < j {
 		sub = name[i+1 : j]
 	}
-	value, found := "", false
-	for _, cfg := range c.parts {
-		if !cfg.HasSection(section) {
-			continue
-		}
-		s := cfg.Section(section)
-		opts := s.Options
-		if sub != "" {
-			if !s.HasSubsection(sub) {
-				continue
-			}
-			opts = s.Subsection(sub).Options
-		}
-		if opts.Has(key) {
-			value, found = opts.Get(key), true
+	section, key = strings.ToLower(section), strings.ToLower(key)
+	var values []string
+	for _, v := range c.vars {
+		if v.section == section && v.sub == sub && v.key == key {
+			values = append(values, v.value)
 		}
 	}
-	return value, found
+	return values
 }
 
 // ConfigValue reads the configuration now and returns one variable.
@@ -274,16 +402,9 @@ func (r *Repo) ConfigValue(name string) (string, bool) { return r.Config().Value
 // in the order git's configuration files first name them.
 func (r *Repo) RemoteNames() []string {
 	var names []string
-	seen := map[string]bool{}
-	for _, cfg := range r.Config().parts {
-		if !cfg.HasSection("remote") {
-			continue
-		}
-		for _, sub := range cfg.Section("remote").Subsections {
-			if !seen[sub.Name] && sub.Options.Has("url") {
-				seen[sub.Name] = true
-				names = append(names, sub.Name)
-			}
+	for _, v := range r.Config().vars {
+		if v.section == "remote" && v.key == "url" && v.sub != "" && !slices.Contains(names, v.sub) {
+			names = append(names, v.sub)
 		}
 	}
 	return names

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +85,70 @@ func TestConfigIncludesAsGit(t *testing.T) {
 			t.Errorf("%s: tally reads %q (set: %v), git %q", name, got, ok, want)
 		}
 		t.Logf("%s = %s", name, want)
+	}
+}
+
+// Config reads git's whole configuration syntax as git does: for each of
+// these variables, in a repository whose config uses quotes, escapes,
+// comments, continued lines, value-less keys, a variable on its section's
+// line, the legacy [section.sub] form, keys in mixed case and subsections
+// that differ only in case, tally's value (and whether it is set) is what
+// `git config --get` prints.
+func TestConfigSyntaxAsGit(t *testing.T) {
+	dir := testrepo.New(t)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(t.TempDir(), "none"))
+	config := "\ufeff# tally test\r\n" + `[core]
+	repositoryformatversion = 0
+[x] flag
+[X]
+	quoted = "a ; b # c" ; the comment goes
+	inner = one   two	 three   
+	spaced = "  kept  "  
+	cont = one\
+two
+	esc = tab\there \"q\" back\\slash
+	Mixed-Case = val
+	last = first
+	last = second
+[Sec.Sub] k = legacy
+[sec "Sub"] k2 = "q\"x\\y"  
+	k = quoted
+[sec "sub"] k3 = lower
+[sec  "with \"quote\" and \\ back"]
+	k4 = odd
+[Sec.Dot "Ted"]
+	k5 = dotted
+[remote "origin"]
+	url = /srv/a.git
+[remote "Origin"]
+	url = /srv/b.git
+`
+	if err := os.WriteFile(filepath.Join(dir, ".git", "config"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := gitstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	cfg := repo.Config()
+	for _, name := range []string{"core.repositoryformatversion", "x.flag", "x.quoted", "X.inner", "x.spaced", "x.cont",
+		"x.esc", "x.mixed-case", "x.MIXED-CASE", "x.last", "sec.sub.k", "sec.Sub.k", "sec.Sub.k2", "sec.sub.k3", "sec.SUB.k3",
+		`sec.with "quote" and \ back.k4`, "sec.dot.Ted.k5", "sec.Dot.Ted.k5", "remote.origin.url", "remote.Origin.url", "x.missing"} {
+		cmd := exec.Command("git", "config", "--get", name)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		set := err == nil
+		if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 1) {
+			t.Fatalf("git config --get %s: %v", name, err)
+		}
+		want := strings.TrimSuffix(string(out), "\n")
+		if got, ok := cfg.Value(name); ok != set || got != want {
+			t.Errorf("%s: tally reads %q (set: %v), git %q (set: %v)", name, got, ok, want, set)
+		}
+	}
+	if got := repo.RemoteNames(); !slices.Equal(got, []string{"origin", "Origin"}) {
+		t.Errorf("RemoteNames() = %q, want origin and Origin", got)
 	}
 }

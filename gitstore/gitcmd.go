@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +30,10 @@ type GitRun struct {
 	// (ssh, git-remote-http, pack-objects; they share a new process group)
 	// are killed when it passes.
 	Timeout time.Duration
+	// Progress, when set, also receives git's stderr as git writes it (for
+	// a command run with --progress); a GitError's Stderr then leaves git's
+	// progress lines out (withoutProgress), so failures read as without it.
+	Progress io.Writer
 }
 
 // GitError is a git command that did not succeed: Code is its exit code (-1
@@ -78,6 +83,9 @@ func (g GitRun) Run() ([]byte, error) {
 	cmd.Stdin = g.Stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if g.Progress != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, g.Progress)
+	}
 	err := cmd.Run()
 	if err == nil {
 		return stdout.Bytes(), nil
@@ -90,7 +98,29 @@ func (g GitRun) Run() ([]byte, error) {
 	if ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	return stdout.Bytes(), &GitError{Args: g.Args, Code: code, Stderr: stderr.String(), Err: err}
+	said := stderr.String()
+	if g.Progress != nil {
+		said = withoutProgress(said)
+	}
+	return stdout.Bytes(), &GitError{Args: g.Args, Code: code, Stderr: said, Err: err}
+}
+
+// progressLine matches a line of git's progress output, its own or the
+// server's relayed as "remote: ...": the counters of enumerating, counting,
+// compressing, writing, receiving, resolving and indexing, and the summary
+// "Total N (delta M), ...".
+var progressLine = regexp.MustCompile(`^(remote: )?(Enumerating objects|Counting objects|Delta compression using|Compressing objects|Writing objects|Total [0-9]+ \(delta|Resolving deltas|Receiving objects|Unpacking objects|Indexing objects|Checking objects)`)
+
+// withoutProgress returns what git printed less its progress: every line
+// (git redraws one with carriage returns) that progressLine matches.
+func withoutProgress(s string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(strings.ReplaceAll(s, "\r", "\n"), "\n") {
+		if !progressLine.MatchString(strings.TrimSpace(line)) && strings.TrimSpace(line) != "" {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // RunGit runs git in dir (git -C dir) and returns its stdout.

@@ -50,6 +50,10 @@ func (p LocalPaths) RemoteRecord(remote string) string {
 	return filepath.Join(p.dir, "remotes", url.PathEscape(remote)+".json")
 }
 
+// CheckpointStart records the trusted checkpoint a shallow first contact
+// verified the ledger from, while the history before it is not here.
+func (p LocalPaths) CheckpointStart() string { return filepath.Join(p.dir, "checkpoint-start.json") }
+
 // Evidence is the directory of a lease's pending `tally run` evidence.
 func (p LocalPaths) Evidence(wave, cell string, epoch int64) string {
 	return filepath.Join(p.dir, "evidence", wave, cell, strconv.FormatInt(epoch, 10))

@@ -93,19 +93,49 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 // WriteTo writes the objects to objectDir/pack as pack-<hex>.pack and
 // pack-<hex>.idx, where hex is the pack's checksum as in git, and returns
 // "pack-<hex>". On return both files and their directory entries are durable.
+//
+// WriteTo is for packs that no `git repack -a -d` can find unreferenced
+// before they are used: a compaction's merge of objects the old packs still
+// hold. A pack whose objects a ref will reach only later (after a push, say)
+// is written with WriteKept.
 func (w *PackWriter) WriteTo(objectDir string) (packName string, err error) {
-	st, err := w.stage(objectDir)
+	st, err := w.write(objectDir, false)
 	if err != nil {
 		return "", err
 	}
-	defer st.abort()
-	if err := st.sync(); err != nil {
-		return "", err
-	}
-	if err := st.publish(false); err != nil {
-		return "", err
-	}
+	st.abort() // closes the published files
 	return st.name, nil
+}
+
+// WriteKept is WriteTo for a pack whose objects no ref reaches until the
+// caller moves one, possibly seconds later (after a push): the pack is
+// published under a .keep (stagedPack), so that a `git repack -a -d` in the
+// meantime keeps it instead of deleting objects nothing references yet.
+// release removes the .keep; call it once the ref that reaches the pack has
+// moved, or once the pack is no longer wanted (before RemovePack). A process
+// killed before release leaves a .keep that RemoveStaleTemps removes.
+func (w *PackWriter) WriteKept(objectDir string) (packName string, release func(), err error) {
+	st, err := w.write(objectDir, true)
+	if err != nil {
+		return "", nil, err
+	}
+	return st.name, st.abort, nil
+}
+
+// write stages, syncs and publishes the pack, with a .keep if protect.
+func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) {
+	st, err := w.stage(objectDir)
+	if err != nil {
+		return nil, err
+	}
+	if err = st.sync(); err == nil {
+		err = st.publish(protect)
+	}
+	if err != nil {
+		st.abort()
+		return nil, err
+	}
+	return st, nil
 }
 
 // stagedPack is a pack written under temporary names, not yet synced or

@@ -3,16 +3,16 @@ package gitstore
 import (
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/net/html"
 )
 
 // Remote transport is the git CLI's: `git ls-remote`, `git fetch` and `git
@@ -69,11 +69,17 @@ func (r *Repo) RemoteURL(name string) (string, error) {
 // configured remote's name, or a URL or path) in the repository, with
 // remoteEnv; args go before the remote, rest after it.
 func (r *Repo) remoteGit(remote string, args []string, rest ...string) ([]byte, error) {
+	return r.remoteGitShowing(remote, nil, args, rest...)
+}
+
+// remoteGitShowing is remoteGit copying git's stderr to progress as it
+// comes (GitRun.Progress), when progress is not nil.
+func (r *Repo) remoteGitShowing(remote string, progress io.Writer, args []string, rest ...string) ([]byte, error) {
 	if _, err := r.RemoteURL(remote); err != nil {
 		return nil, err
 	}
 	argv := append(append(args[:len(args):len(args)], "--", remote), rest...)
-	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout}.Run()
+	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Timeout: remoteTimeout, Progress: progress}.Run()
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
 		service := "git-upload-pack"
@@ -187,14 +193,31 @@ type RefPair struct{ Ref, Tracking string }
 // ~4 KB of disk each), and leaves FETCH_HEAD, tags, submodules and
 // automatic maintenance alone.
 func (r *Repo) FetchRef(remote, ref, tracking string, optional ...RefPair) (ObjectID, error) {
+	return r.FetchRefDepth(remote, 0, ref, tracking, optional...)
+}
+
+// FullDepth, as FetchRefDepth's depth, fetches all history: git's infinite
+// depth (2^31-1), which also completes history an earlier shallow fetch cut.
+const FullDepth = 1<<31 - 1
+
+// FetchRefDepth is FetchRef with `git fetch --depth=<depth>` when depth > 0:
+// the fetched refs' last depth commits only, counted from the fetched tips,
+// their parents recorded as the shallow boundary in the repository's
+// shallow file (Shallow). Depth 0 is a plain fetch, which in a shallow
+// repository fetches what is new and keeps the boundary where it is.
+func (r *Repo) FetchRefDepth(remote string, depth int, ref, tracking string, optional ...RefPair) (ObjectID, error) {
 	specs := []string{"+" + ref + ":" + tracking}
 	for _, o := range optional {
 		specs = append(specs, "+"+o.Ref+"*:"+o.Tracking+"*")
 	}
-	before := r.packNames()
-	_, err := r.remoteGit(remote, []string{"-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--no-tags",
+	args := []string{"-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--no-tags",
 		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--no-prune",
-		"--no-show-forced-updates", "--refmap="}, specs...)
+		"--no-show-forced-updates", "--refmap="}
+	if depth > 0 {
+		args = append(args, "--depth="+strconv.Itoa(depth))
+	}
+	before := r.packNames()
+	_, err := r.remoteGit(remote, args, specs...)
 	var ge *GitError
 	switch {
 	case err == nil:
@@ -265,12 +288,25 @@ func (r *Repo) syncNewPacks(before map[string]bool) error {
 // one, and git looks again in the pack directory when an object goes
 // missing from a pack it listed, so the push never misses them.
 func (r *Repo) PushRef(remote, ref string, old, new ObjectID) error {
+	return r.PushRefShowing(remote, ref, old, new, nil)
+}
+
+// PushRefShowing is PushRef showing git's own progress: when progress is
+// not nil, git push runs with --progress and what it prints on stderr (its
+// counters, and the server's lines as "remote: ...") is copied to progress
+// as it comes, for a push long enough to be watched (a first sync of
+// thousands of entries).
+func (r *Repo) PushRefShowing(remote, ref string, old, new ObjectID, progress io.Writer) error {
 	expect := ""
 	if !old.IsZero() {
 		expect = old.String()
 	}
-	out, err := r.remoteGit(remote, []string{"push", "--porcelain", "--no-verify", "--no-signed",
-		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}, new.String()+":"+ref)
+	args := []string{"push", "--porcelain", "--no-verify", "--no-signed",
+		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}
+	if progress != nil {
+		args = append(args, "--progress")
+	}
+	out, err := r.remoteGitShowing(remote, progress, args, new.String()+":"+ref)
 	flag, summary, found := porcelainStatus(string(out), ref)
 	switch {
 	case err == nil && found && flag != "!":
@@ -432,36 +468,67 @@ func notFound(s string) bool {
 
 // plainText reduces s to plain words when it holds markup (an HTML error
 // page in an HTTP response): the content of script and style elements and
-// every tag go, entities are decoded and runs of white space become one
-// space. Text without markup is returned as it is.
+// every tag and comment go, entities are decoded and runs of white space
+// become one space. A "<" that does not open a tag (a letter, "/", "!" or
+// "?" after it) is text, as in HTML. Text without markup is returned as it
+// is. The standard library's html decodes the entities (its table is built
+// on first use); golang.org/x/net/html's tokenizer did this before, at the
+// price of building its entity table in every tally process's initializers.
 func plainText(s string) string {
 	if !strings.Contains(s, "<") || !strings.Contains(s, ">") {
 		return s
 	}
 	var b strings.Builder
-	z := html.NewTokenizer(strings.NewReader(s))
-	skip := 0
-	for {
-		switch z.Next() {
-		case html.ErrorToken:
-			return strings.Join(strings.Fields(b.String()), " ")
-		case html.TextToken:
-			if skip == 0 {
-				b.Write(z.Text())
-				b.WriteByte(' ')
+	for s != "" {
+		i := strings.IndexByte(s, '<')
+		if i < 0 {
+			b.WriteString(html.UnescapeString(s))
+			break
+		}
+		b.WriteString(html.UnescapeString(s[:i]))
+		s = s[i:]
+		if len(s) < 2 || !opensTag(s[1]) {
+			b.WriteByte('<')
+			s = s[1:]
+			continue
+		}
+		end := ">"
+		if strings.HasPrefix(s, "<!--") {
+			end = "-->"
+		}
+		j := strings.Index(s, end)
+		if j < 0 {
+			break // an unterminated tag: the rest is inside it
+		}
+		tag := s[1:j]
+		s = s[j+len(end):]
+		b.WriteByte(' ')
+		if name := strings.ToLower(tagName(tag)); name == "script" || name == "style" {
+			// raw text up to the element's end tag, which the loop then drops
+			k := strings.Index(strings.ToLower(s), "</"+name)
+			if k < 0 {
+				break
 			}
-		case html.StartTagToken:
-			if n, _ := z.TagName(); string(n) == "script" || string(n) == "style" {
-				skip++
-			}
-			b.WriteByte(' ')
-		case html.EndTagToken:
-			if n, _ := z.TagName(); (string(n) == "script" || string(n) == "style") && skip > 0 {
-				skip--
-			}
-			b.WriteByte(' ')
+			s = s[k:]
 		}
 	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// opensTag reports whether c, after a "<", makes it the start of a tag, an
+// end tag, a comment or a declaration.
+func opensTag(c byte) bool {
+	return c|0x20 >= 'a' && c|0x20 <= 'z' || c == '/' || c == '!' || c == '?'
+}
+
+// tagName is the element name a start tag's text (what is between "<" and
+// ">") opens; "" for an end tag, a comment or a declaration.
+func tagName(tag string) string {
+	n := 0
+	for n < len(tag) && (tag[n]|0x20 >= 'a' && tag[n]|0x20 <= 'z' || tag[n] >= '0' && tag[n] <= '9') {
+		n++
+	}
+	return tag[:n]
 }
 
 // RefMovedError reports a push not sent because the remote ref no longer held
@@ -471,3 +538,20 @@ type RefMovedError struct{ Ref string }
 
 func (e *RefMovedError) Error() string { return "remote ref " + e.Ref + " moved" }
 func (e *RefMovedError) Unwrap() error { return ErrRefChanged }
+
+// Shallow returns the commits the repository's shallow file lists (git's
+// boundary of a shallow fetch: commits whose parents were not fetched),
+// none for a complete repository.
+func (r *Repo) Shallow() []ObjectID {
+	b, err := os.ReadFile(filepath.Join(r.CommonDir, "shallow"))
+	if err != nil {
+		return nil
+	}
+	var out []ObjectID
+	for _, line := range strings.Fields(string(b)) {
+		if id, err := ParseObjectID(line); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -27,12 +27,14 @@ func TestRemoteFailureWords(t *testing.T) {
 		{"fatal: unable to connect to 127.0.0.1:\n127.0.0.1[0: 127.0.0.1]: errno=Connection refused\n", "", ErrRemoteUnreachable, "Connection refused"},
 		{"remote: <html><head><title>502 Bad Gateway</title><style>h1{color:red}</style><script>var x=1</script></head><body><h1>Bad&nbsp;Gateway &amp; more</h1></body></html>\nfatal: unable to access 'http://host/p.git/': The requested URL returned error: 502\n",
 			"", ErrRemoteUnreachable, "502 Bad Gateway Bad Gateway & more"},
+		{"remote: <!DOCTYPE html><!-- a <b>comment</b> --><P>quota: 3 < 5 &lt;= 7</P><SCRIPT type=x>if (a<b) {}</SCRIPT>\nfatal: unable to access 'http://host/p.git/': The requested URL returned error: 503\n",
+			"", ErrRemoteUnreachable, "quota: 3 < 5 <= 7"},
 	} {
 		got := remoteFailure(&GitError{Args: []string{"push"}, Code: 128, Stderr: c.stderr, Err: errors.New("exit status 128")}, c.status)
 		if !errors.Is(got, c.want) || !strings.Contains(got.Error(), c.words) {
 			t.Errorf("remoteFailure(%q) = %v, want %v carrying %q", c.stderr, got, c.want, c.words)
 		}
-		if strings.ContainsAny(got.Error(), "<>{}") {
+		if msg := strings.ReplaceAll(got.Error(), c.words, ""); strings.ContainsAny(msg, "<>{}") || strings.Contains(msg, "comment") {
 			t.Errorf("remoteFailure(%q): markup left in %q", c.stderr, got)
 		}
 	}

@@ -166,15 +166,39 @@ func TestStalePackTempsRemoved(t *testing.T) {
 // reach — and afterwards the acknowledged entry's objects must be there.
 func TestGitGCBetweenPackAndRef(t *testing.T) {
 	t.Parallel()
-	strace := testrepo.Strace(t)
 	dir := initRepo(t)
 	gd := gitDir(t, dir)
-	lock := filepath.Join(gd, filepath.FromSlash(ledgerRef)+".lock")
+	// Held: the lock holds the new id and no temporary pack file is left
+	// (the pack is published).
+	out := holdBesideGC(t, dir, "held", func([]byte) bool {
+		temps, _ := filepath.Glob(filepath.Join(gd, "objects", "pack", "*tmp*"))
+		return len(temps) == 0
+	}, "note", "held")
+	a, ok := parseAck("held", out)
+	if !ok {
+		t.Fatalf("the held append was not acknowledged: %s", out)
+	}
+	if got := tip(t, dir); got != a.commit {
+		t.Fatalf("tip %s, acknowledged %s", got, a.commit)
+	}
+	fsck(t, dir)
+	verifyOK(t, dir, true)
+}
+
+// holdBesideGC runs `tally --json args...` as actor in dir under strace,
+// which delays its rename of the ledger's ref lock over the ref by 5 s; once
+// the lock holds a new id and held says so of the lock's content, it runs
+// `git gc --prune=now` in dir. The command must then succeed; its stdout is
+// returned.
+func holdBesideGC(t *testing.T, dir, actor string, held func(lock []byte) bool, args ...string) []byte {
+	t.Helper()
+	strace := testrepo.Strace(t)
+	lock := filepath.Join(gitDir(t, dir), filepath.FromSlash(ledgerRef)+".lock")
 	renames := "rename,renameat,renameat2"
-	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-P", lock,
-		"-e", "trace="+renames, "-e", "inject="+renames+":delay_enter=5000000",
-		testrepo.Tally(t), "-C", dir, "--json", "note", "held")
-	cmd.Env = testrepo.Env("TALLY_ACTOR=held")
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", lock,
+		"-e", "trace=" + renames, "-e", "inject=" + renames + ":delay_enter=5000000",
+		testrepo.Tally(t), "-C", dir, "--json"}, args...)...)
+	cmd.Env = testrepo.Env("TALLY_ACTOR=" + actor)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Start(); err != nil {
@@ -182,34 +206,23 @@ func TestGitGCBetweenPackAndRef(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	// Wait until the append is held: its lock holds the new id and no
-	// temporary pack file is left (the pack is published).
-	held := func() bool {
+	isHeld := func() bool {
 		b, err := os.ReadFile(lock)
-		temps, _ := filepath.Glob(filepath.Join(gd, "objects", "pack", "*tmp*"))
-		return err == nil && len(b) == 41 && len(temps) == 0
+		return err == nil && len(b) == 41 && held(b)
 	}
-	for deadline := time.Now().Add(20 * time.Second); !held(); {
+	for deadline := time.Now().Add(30 * time.Second); !isHeld(); {
 		select {
 		case err := <-exited:
-			t.Fatalf("the append ended before it was held: %v %s %s", err, out.String(), stderr.String())
+			t.Fatalf("tally %v ended before it was held: %v %s %s", args, err, out.String(), stderr.String())
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the append was never held before its ref rename")
+			t.Fatalf("tally %v was never held before its ref rename", args)
 		}
 	}
 	gitIn(t, dir, nil, "gc", "--prune=now", "--quiet")
 	if err := <-exited; err != nil {
-		t.Fatalf("the held append: %v %s %s", err, out.String(), stderr.String())
+		t.Fatalf("the held tally %v: %v %s %s", args, err, out.String(), stderr.String())
 	}
-	a, ok := parseAck("held", out.Bytes())
-	if !ok {
-		t.Fatalf("the held append was not acknowledged: %s", out.String())
-	}
-	if got := tip(t, dir); got != a.commit {
-		t.Fatalf("tip %s, acknowledged %s", got, a.commit)
-	}
-	fsck(t, dir)
-	verifyOK(t, dir, true)
+	return out.Bytes()
 }

@@ -7,6 +7,7 @@ package ledger
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	// Maintain, if set, runs background compaction outside this process (see
 	// Maintainer); unset, it runs in a goroutine of this one.
 	Maintain Maintainer
+	// Trust, if set, judges a remote's stored checkpoints, so that the first
+	// fetch of a remote's ledger starts from a trusted one instead of from
+	// genesis (FetchRemote); unset, every first fetch is of all history.
+	Trust CheckpointTrust
 }
 
 // Ledger is one ledger in one repository.
@@ -49,10 +54,16 @@ type Ledger struct {
 	// Progress, if set, is told how far verification, sync's rebuild, a
 	// large append and compaction have come.
 	Progress Progress
+	// PushProgress, if set, receives git's own progress of sync's ledger
+	// push (gitstore.Repo.PushRefShowing): the one push that may send
+	// thousands of entries. Other pushes (a remote append's, notes) send a
+	// few objects and stay quiet.
+	PushProgress io.Writer
 
 	now      func() time.Time
 	signer   *identity.Signer
 	maintain Maintainer
+	trust    CheckpointTrust
 
 	repacking chan struct{} // closed when a background compaction started here ends
 }
@@ -104,7 +115,7 @@ func New(repo *gitstore.Repo, opt Options) (*Ledger, error) {
 		local = local.ForNamespace(ns)
 	}
 	return &Ledger{Repo: repo, Namespace: ns, Ref: ns + "/ledger", Files: local,
-		now: now, signer: opt.Signer, maintain: opt.Maintain}, nil
+		now: now, signer: opt.Signer, maintain: opt.Maintain, trust: opt.Trust}, nil
 }
 
 // Now is the ledger's clock.

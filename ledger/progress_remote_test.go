@@ -3,21 +3,14 @@ package ledger_test
 import (
 	"testing"
 
-	"github.com/tally-dev/tally/internal/gitserver"
 	"github.com/tally-dev/tally/ledger"
 )
 
 // Sync tells its Progress how far the rebuild of local entries on a remote
 // tip that moved has come: every 256 entries and at the end, in order.
 func TestSyncRebuildProgress(t *testing.T) {
-	s := newRemoteSite(t, gitserver.GitDaemon, true)
-	a, b := s.clone("a"), s.clone("b")
-	s.tally(a, "A", "remote", "set", "origin")
-	s.tally(a, "A", "init")
-	remoteSyncIn(t, b)
-	s.tally(a, "A", "note", "the remote moves on")
+	_, _, lb := movedWhileOffline(t)
 	const local = 300
-	lb := openLedger(t, b)
 	builds := make([]ledger.BuildFunc, local)
 	for i := range builds {
 		builds[i] = noteDraft("offline")

@@ -66,7 +66,7 @@ func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int, f LogFilter) ([]LogEntry,
 	for cur := tip; !cur.IsZero() && (n <= 0 || len(out) < n); {
 		c, err := db.ReadCommit(cur)
 		if err != nil {
-			return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
+			return nil, l.historyShallow(errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur))
 		}
 		raw, err := entryBytes(db, c.Tree)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -72,9 +73,14 @@ func (l *Ledger) NotesLock() string { return l.Files.NotesLock() }
 // merge that fails does not fail the fetch; done and sync merge again
 // (receipt.PushNotes) before they push notes.
 func (l *Ledger) fetchRemote(remote string) (gitstore.ObjectID, error) {
+	return l.fetchRemoteDepth(remote, 0)
+}
+
+// fetchRemoteDepth is fetchRemote with git's --depth (gitstore.FetchRefDepth).
+func (l *Ledger) fetchRemoteDepth(remote string, depth int) (gitstore.ObjectID, error) {
 	notes := TrackingRef(remote, NotesRef)
 	before, _ := l.Repo.ReadRef(notes)
-	tip, err := l.Repo.FetchRef(remote, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: NotesRef, Tracking: notes})
+	tip, err := l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: NotesRef, Tracking: notes})
 	if err != nil {
 		return tip, remoteError(err)
 	}
@@ -88,8 +94,14 @@ func (l *Ledger) fetchRemote(remote string) (gitstore.ObjectID, error) {
 // verifies the entries that are new since this clone last verified it. It
 // returns the verified remote tip (zero if the remote has no ledger). A
 // remote whose ledger no longer extends what was verified before fails with
-// FORK-DETECTED or ROLLBACK-DETECTED.
+// FORK-DETECTED or ROLLBACK-DETECTED. The first fetch of a clone that
+// trusts checkpoint keys starts from a trusted checkpoint
+// (fetchFromCheckpoint).
 func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
+	if l.firstContact(remote) {
+		tip, _, err := l.fetchFromCheckpoint(remote)
+		return tip, err
+	}
 	tip, err := l.fetchRemote(remote)
 	if err != nil {
 		return tip, err
@@ -113,26 +125,83 @@ func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool
 	if tip.IsZero() || tip == known {
 		return nil, nil
 	}
+	if err := l.extends(tip, known); err != nil {
+		return nil, err
+	}
 	rep, err := l.VerifyRange(known, tip)
 	if err != nil {
-		return nil, err
+		return nil, l.historyShallow(err)
+	}
+	if full {
+		l.clearShallowStart()
 	}
 	return rep, l.writeRemoteRecord(remote, tip)
 }
 
+// extends refuses a fetched tip that, by its own Merkle tiles, does not hold
+// the entry of known (a verified commit) at its seq: ROLLBACK-DETECTED when
+// it is shorter, FORK-DETECTED otherwise, with the detail verified_size. It
+// reads O(log n) tiles instead of walking back from tip to the root, which
+// a shallow clone does not have. Tiles that claim known's entry are not
+// believed: VerifyRange then finds known by the walk back; tiles or metas
+// that cannot be read are left to VerifyRange too, which names the damage.
+func (l *Ledger) extends(tip, known gitstore.ObjectID) error {
+	if known.IsZero() {
+		return nil
+	}
+	k, err := l.SnapshotAt(known)
+	if err != nil {
+		return nil
+	}
+	t, err := l.SnapshotAt(tip)
+	if err != nil {
+		return nil
+	}
+	if in, err := l.holds(tip, k.Meta.Size-1, k.Meta.Head); err != nil || in {
+		return nil
+	}
+	if t.Meta.Size < k.Meta.Size {
+		return errs.New(errs.RollbackDetected, "%s was moved back from %s (verified, %d entries) to %s (%d entries)",
+			l.Ref, known, k.Meta.Size, tip, t.Meta.Size).With("verified_size", k.Meta.Size)
+	}
+	return errs.New(errs.ForkDetected, "%s at %s does not extend the verified %s (%d entries)", l.Ref, tip, known, k.Meta.Size).
+		With("verified_size", k.Meta.Size)
+}
+
 // VerifyRemote fetches the remote's ledger and verifies it: what is new since
 // this clone last verified it, or everything with full.
+//
+// A clone whose history is shallow (a first contact from a checkpoint)
+// fetches all of it first when full: a full verify replays every entry from
+// genesis, and never reports one it did not do.
 func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
-	tip, err := l.fetchRemote(remote)
+	var (
+		tip gitstore.ObjectID
+		rep *Report
+		err error
+	)
+	switch {
+	case !full && l.firstContact(remote):
+		tip, rep, err = l.fetchFromCheckpoint(remote)
+	case full && len(l.Repo.Shallow()) > 0:
+		tip, err = l.fetchRemoteDepth(remote, gitstore.FullDepth)
+	default:
+		tip, err = l.fetchRemote(remote)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if tip.IsZero() && l.readRemoteRecord(remote).IsZero() {
 		return nil, errs.New(errs.NotInitialized, "remote %s has no ledger at %s", remote, l.Ref)
 	}
-	rep, err := l.verifyRemoteTip(remote, tip, full)
+	if rep == nil {
+		rep, err = l.verifyRemoteTip(remote, tip, full)
+	}
 	if rep == nil && err == nil { // nothing new since the record: the range is empty
 		rep, err = l.VerifyRange(tip, tip)
+	}
+	if rep != nil {
+		rep.From = l.ShallowStart()
 	}
 	return rep, err
 }
@@ -203,7 +272,9 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			return nil, err
 		}
 		tip := out[len(out)-1].Commit
-		pack, err := pw.WriteTo(l.Repo.ObjectDir)
+		// No ref reaches the pack until the push is decided and the local
+		// ledger fast-forwards: it is kept from git gc until then.
+		pack, release, err := pw.WriteKept(l.Repo.ObjectDir)
 		if err != nil {
 			return nil, err
 		}
@@ -223,6 +294,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		case moved: // nothing was sent: no need to ask what happened
 		default:
 			if cur, err = l.Repo.ListRemoteRef(remote, l.Ref); err != nil {
+				release()
 				return nil, remoteError(err)
 			}
 		}
@@ -234,6 +306,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 		switch {
 		case moved:
 			// Another writer moved the ref since base: fetch, verify, rebuild.
+			release()
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
 			fetch = true
 		case cur == tip:
@@ -242,9 +315,11 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			}
 			l.writeRemoteRecord(remote, tip)
 			l.fastForwardLocal(base, tip)
+			release()
 			l.maybePack()
 			return out, nil
 		case cur == base: // not applied; a retry writes a pack of its own
+			release()
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
 			if errors.Is(pushErr, gitstore.ErrPushRejected) || errors.Is(pushErr, gitstore.ErrRemoteDenied) {
 				return nil, remoteError(pushErr)
@@ -257,6 +332,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			// server said how long landings take. Wait a random part of a few
 			// of those intervals (more after each loss) so losers spread out;
 			// a hint of 0 says the base was stale rather than raced.
+			release()
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
 			fetch = true
 			lost++
@@ -266,6 +342,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 			continue
 		default:
 			// Someone else moved the ref: our commit may be under theirs.
+			release()
 			if db, err := l.Repo.Objects(); err == nil {
 				db.AddPack(pack)
 			}
@@ -285,12 +362,16 @@ func LostRaceMessage(old, cur gitstore.ObjectID, hint time.Duration) string {
 	return fmt.Sprintf("the ledger moved from %s to %s; retry-after-ms=%d", old, cur, hint.Milliseconds())
 }
 
-var lostRaceLine = regexp.MustCompile(`tally: refused (\S+): CONFLICT: the ledger moved from ([0-9a-f]{40}) to ([0-9a-f]{40}); retry-after-ms=([0-9]+)`)
+// lostRaceLine is compiled when a push fails, not in the package's
+// initializer, which every tally process runs (1.9% of a tally note).
+var lostRaceLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`tally: refused (\S+): CONFLICT: the ledger moved from ([0-9a-f]{40}) to ([0-9a-f]{40}); retry-after-ms=([0-9]+)`)
+})
 
 // parseLostRace finds a lost-race refusal of ref in what the server said and
 // returns the ledger's value then and the server's retry hint.
 func parseLostRace(said, ref string) (cur gitstore.ObjectID, hint time.Duration, ok bool) {
-	for _, m := range lostRaceLine.FindAllStringSubmatch(said, -1) {
+	for _, m := range lostRaceLine().FindAllStringSubmatch(said, -1) {
 		id, err := gitstore.ParseObjectID(m[3])
 		ms, err2 := strconv.ParseUint(m[4], 10, 32)
 		if m[1] == ref && err == nil && err2 == nil {

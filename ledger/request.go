@@ -138,7 +138,10 @@ func (l *Ledger) commitAtSeq(tip gitstore.ObjectID, seq uint64) (gitstore.Object
 	id := tip
 	for n := snap.Meta.Size - 1; n > seq; n-- {
 		c, err := db.ReadCommit(id)
-		if err != nil || len(c.Parents) == 0 {
+		if err != nil {
+			return tip, l.historyShallow(errs.Wrap(errs.Corrupt, err, "ledger commit at seq %d", n))
+		}
+		if len(c.Parents) == 0 {
 			return tip, errs.New(errs.Corrupt, "ledger commit %s: no parent at seq %d", id, n)
 		}
 		id = c.Parents[0]

@@ -110,9 +110,13 @@ func (l *Ledger) syncOnce(remote string) (*SyncReport, error) {
 		return nil, errs.New(errs.ForkDetected, "the local ledger and remote %s's start from different genesis entries: they are different ledgers", remote)
 	default: // both moved, or the local entries carry dead-holder evidence
 		rep.Action = "rebuilt"
-		if newTip, err = l.rebuild(lsnap, rsnap, common, rep); err != nil {
+		var release func()
+		if newTip, release, err = l.rebuild(lsnap, rsnap, common, rep); err != nil {
 			return nil, err
 		}
+		// No ref reaches the rebuilt entries until moveLocal: their pack is
+		// kept from git gc until then.
+		defer release()
 		if newTip != rtip {
 			if err := l.pushTo(remote, rtip, newTip); err != nil {
 				return nil, err
@@ -154,8 +158,9 @@ func commonPrefix(a, b *Snapshot) (uint64, error) {
 
 // rebuild replays the local entries from seq common onward on the remote
 // state, in order, recording which ones the rules no longer allow, and writes
-// the objects of the result. It returns the new tip.
-func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport) (gitstore.ObjectID, error) {
+// the objects of the result. It returns the new tip and the release of its
+// pack's .keep (PackWriter.WriteKept), to call once a ref reaches the tip.
+func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport) (gitstore.ObjectID, func(), error) {
 	pw := gitstore.NewPackWriter()
 	parent := remote.Commit
 	snap := remote
@@ -164,12 +169,12 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 	for seq := common; seq < local.Meta.Size; seq++ {
 		e, _, _, err := local.Entry(seq)
 		if err != nil {
-			return parent, err
+			return parent, nil, err
 		}
 		var body any = e.Body
 		stripped, err := withoutDeadEvidence(e)
 		if err != nil {
-			return parent, err
+			return parent, nil, err
 		}
 		if stripped != nil {
 			body = stripped
@@ -181,7 +186,7 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 		if err != nil {
 			x := errs.From(err)
 			if x.Code == errs.Corrupt || x.Code == errs.Internal {
-				return parent, err
+				return parent, nil, err
 			}
 			code, msg := x.Code, x.Message
 			if stripped != nil {
@@ -196,12 +201,11 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 		snap.Commit, snap.Meta = ap.Commit, ap.Meta
 		m.add(counted(int(seq-common), n))
 	}
-	if pw.Len() > 0 {
-		if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {
-			return parent, err
-		}
+	if pw.Len() == 0 {
+		return parent, func() {}, nil
 	}
-	return parent, nil
+	_, release, err := pw.WriteKept(l.Repo.ObjectDir)
+	return parent, release, err
 }
 
 // withoutDeadEvidence returns, for a reclaim-dead claim that carries
@@ -244,7 +248,7 @@ func hasDeadEvidence(snap *Snapshot, from uint64) bool {
 // pushTo moves the remote ledger from old to tip, deciding a failed push by
 // listing the remote ref. A lost race is CONFLICT.
 func (l *Ledger) pushTo(remote string, old, tip gitstore.ObjectID) error {
-	pushErr := l.Repo.PushRef(remote, l.Ref, old, tip)
+	pushErr := l.Repo.PushRefShowing(remote, l.Ref, old, tip, l.PushProgress)
 	if pushErr == nil {
 		return nil
 	}

@@ -26,6 +26,10 @@ type Report struct {
 	// StaleRecord reports that this clone's record of the last verified tip was
 	// damaged or inconsistent, so the ledger was verified from genesis.
 	StaleRecord bool `json:"stale_record,omitempty"`
+	// From is the trusted checkpoint this clone's verification began at when
+	// it did not begin at genesis (ShallowStart): entries before it were
+	// neither fetched nor replayed here.
+	From *CheckpointStart `json:"from,omitempty"`
 }
 
 // Head identifies the last entry of a ledger.
@@ -64,9 +68,13 @@ func (l *Ledger) Verify(full bool) (*Report, error) {
 	}
 	rep, err := l.verifyRange(base, tip, nil, full)
 	if err != nil {
-		return nil, err
+		return nil, l.historyShallow(err)
+	}
+	if full {
+		l.clearShallowStart()
 	}
 	rep.StaleRecord = stale
+	rep.From = l.ShallowStart()
 	if tip == base {
 		return rep, nil // the record already says so
 	}

@@ -47,9 +47,13 @@ type NotesPush struct {
 // does not have yet, say), each commit is tried alone, up to notesSingles of
 // them, so one commit cannot hold back the others' notes. It fails only when
 // it cannot read or write local state; a push that does not land is reported
-// in the result.
+// in the result. A clone without notes has no line the remote could lack,
+// and asks it nothing.
 func PushNotes(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gitstore.Ident) (*NotesPush, error) {
 	res := &NotesPush{Remote: remote, Pushed: []string{}, Pending: []string{}}
+	if _, err := l.Repo.ReadRef(NotesRef); errors.Is(err, gitstore.ErrNoRef) {
+		return res, nil
+	}
 	pushed, pending, why, err := pushNotesOnce(l, s, remote, who, nil)
 	if err != nil {
 		return nil, err
@@ -183,10 +187,14 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 			nc.Parents = []gitstore.ObjectID{theirs}
 		}
 		next := pw.Add(gitstore.CommitObject, nc.Encode())
-		pack, err := pw.WriteTo(l.Repo.ObjectDir)
+		// No ref reaches the notes commit until the push lands and
+		// MergeNotes moves the local notes to it: its pack is kept from git
+		// gc until this function returns.
+		pack, release, err := pw.WriteKept(l.Repo.ObjectDir)
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		defer release()
 		pushErr := l.Repo.PushRef(remote, NotesRef, theirs, next)
 		var cur gitstore.ObjectID
 		if pushErr == nil {

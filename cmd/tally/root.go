@@ -8,12 +8,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/ledger"
 )
 
 // app carries the global flags and the output streams of one invocation.
@@ -30,9 +30,7 @@ type app struct {
 	stderr    io.Writer
 
 	// The progress bar being shown, if any (term.go).
-	bar     *progressbar.ProgressBar
-	barWhat string
-	barDone int
+	bar *progressBar
 }
 
 // run executes tally with args and returns the exit code (the error's class).
@@ -244,6 +242,9 @@ func (a *app) client(acting bool) (*tally.Client, error) {
 		return nil, err
 	}
 	c.L.Progress = a.progress()
+	if c.L.Progress != nil {
+		c.L.PushProgress = gitProgressOut{a.stderr}
+	}
 	if acting && c.Actor == "" {
 		c.Close()
 		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
@@ -281,8 +282,15 @@ func (a *app) emit(result any, text func(w io.Writer)) error {
 // emitView is emit for a view: with --json the result also carries
 // "verified" ({"through": seq, "head": hash}), the verified state it was read
 // from (a view on a ledger that does not verify fails instead, exit 3).
+//
+// A view read from a state verified from a trusted checkpoint rather than
+// from genesis says so: "verified" carries "from", and human output a line
+// on stderr (fromCheckpoint).
 func (a *app) emitView(c *tally.Client, result any, text func(w io.Writer)) error {
 	if !a.jsonOut {
+		if v := c.Verified(); v != nil && v.From != nil {
+			fromCheckpoint(a.stderr, v.From)
+		}
 		return a.emit(nil, text)
 	}
 	obj, err := tally.ResultObject(result)
@@ -291,6 +299,13 @@ func (a *app) emitView(c *tally.Client, result any, text func(w io.Writer)) erro
 	}
 	obj["verified"] = c.Verified()
 	return a.emit(obj, nil)
+}
+
+// fromCheckpoint says what a verification that began at a trusted
+// checkpoint did not check.
+func fromCheckpoint(w io.Writer, from *ledger.CheckpointStart) {
+	fmt.Fprintf(w, "verified from the checkpoint of %d entries signed by %s (commit %s); the %d entries before it were not fetched nor checked here (tally verify --full does)\n",
+		from.Size, from.Key, from.Commit, from.Size)
 }
 
 // fail reports err and returns its exit class.

@@ -3,13 +3,13 @@ package main
 // What tally does differently on a terminal: progress bars on stderr, colour
 // on stdout, and, always, entry text made inert in human output.
 //
-// Progress uses github.com/schollz/progressbar/v3: it draws what, how far,
-// the rate and the time left in one self-clearing line, throttles its own
-// redraws, has no dependencies beyond golang.org/x/term and two small
-// string libraries, and is kept up (v3.19, 2025). cheggaaa/pb/v3, the other
-// common choice, needs a template language and more dependencies for the
-// same line. Terminal detection is golang.org/x/term, already in the build
-// through golang.org/x/crypto.
+// Progress is one self-clearing line drawn here (progressBar): what, how
+// far, the rate and the time elapsed and left, redrawn at most every 100 ms.
+// github.com/schollz/progressbar/v3 drew the same line, but its package
+// initializers (spinner tables, colour codes, and net/http for a web view)
+// ran in every tally process, progress shown or not: 3% of a `tally note`.
+// Terminal detection is golang.org/x/term, already in the build through
+// golang.org/x/crypto.
 
 import (
 	"fmt"
@@ -19,7 +19,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/tally-dev/tally/chain"
@@ -56,33 +55,98 @@ var progressUnits = map[string]string{"verify": "entries", "rebuild": "entries",
 // that starts again) replaces the bar. A bar clears itself when done reaches
 // total, so finished work leaves nothing on the terminal.
 func (a *app) showProgress(what string, done, total int) {
-	if a.bar == nil || what != a.barWhat || done < a.barDone {
+	if a.bar == nil || what != a.bar.what || done < a.bar.done {
 		a.endProgress()
-		unit := progressUnits[what]
-		a.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(a.stderr),
-			progressbar.OptionSetDescription(what),
-			progressbar.OptionSetItsString(unit),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionSetWidth(24),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish())
-		a.barWhat = what
+		a.bar = &progressBar{w: a.stderr, what: what, unit: progressUnits[what], total: total, start: time.Now()}
 	}
-	a.barDone = done
-	a.bar.Set(done)
+	a.bar.set(done)
 }
 
 // endProgress clears a bar left unfinished (the step failed, or was cut
 // short), so that an error message starts on a clean line.
 func (a *app) endProgress() {
-	if a.bar != nil && !a.bar.IsFinished() {
-		a.bar.Clear()
+	if a.bar != nil && a.bar.done < a.bar.total {
+		a.bar.clear()
 	}
-	a.bar, a.barWhat, a.barDone = nil, "", 0
+	a.bar = nil
+}
+
+// progressBarWidth is the bar's width in cells, and progressRedraw the least
+// time between two drawings but the last.
+const (
+	progressBarWidth = 24
+	progressRedraw   = 100 * time.Millisecond
+)
+
+// progressBar is one step's line on a terminal, for example
+// "verify  42% |██████████              | (126/301, 240 entries/s) [0s:1s]":
+// percent, bar, count of total, rate since the start, elapsed and left
+// (extrapolated from the rate). Drawn in place (carriage return), at most
+// every progressRedraw and always when done reaches total, which clears it.
+type progressBar struct {
+	w           io.Writer
+	what, unit  string
+	done, total int
+	start, last time.Time
+	drawn       int // the length in cells of the line on the terminal, 0 if none
+}
+
+func (b *progressBar) set(done int) {
+	finished := b.done >= b.total && !b.last.IsZero()
+	b.done = done
+	now := time.Now()
+	if finished || done < b.total && b.drawn > 0 && now.Sub(b.last) < progressRedraw {
+		return
+	}
+	b.last = now
+	elapsed := now.Sub(b.start)
+	rate, left := 0.0, time.Duration(0)
+	if s := elapsed.Seconds(); s > 0 {
+		rate = float64(done) / s
+	}
+	if done > 0 {
+		left = time.Duration(float64(elapsed) * float64(b.total-done) / float64(done))
+	}
+	fill := progressBarWidth
+	pct := 100
+	if b.total > 0 {
+		fill, pct = min(fill, progressBarWidth*done/b.total), min(pct, 100*done/b.total)
+	}
+	line := fmt.Sprintf("%s %3d%% |%s%s| (%d/%d, %d %s/s) [%s:%s]", b.what, pct,
+		strings.Repeat("█", fill), strings.Repeat(" ", progressBarWidth-fill), done, b.total, int(rate), b.unit,
+		elapsed.Round(time.Second), left.Round(time.Second))
+	n := utf8.RuneCountInString(line)
+	if done >= b.total {
+		// the last line, cleared at once: no need to blank a longer one
+		fmt.Fprint(b.w, "\r"+line)
+		b.drawn = max(n, b.drawn)
+		b.clear()
+		return
+	}
+	fmt.Fprint(b.w, "\r"+line+strings.Repeat(" ", max(0, b.drawn-n)))
+	b.drawn = max(n, b.drawn)
+}
+
+// clear blanks the line drawn, leaving the cursor at its start.
+func (b *progressBar) clear() {
+	if b.drawn > 0 {
+		fmt.Fprint(b.w, "\r"+strings.Repeat(" ", b.drawn)+"\r")
+		b.drawn = 0
+	}
+}
+
+// gitProgressOut passes git's own push progress to the terminal, made inert
+// like everything else tally shows, but for the carriage returns and line
+// feeds with which git redraws its counters. What the server says comes
+// through git, which starts each of its lines, after a carriage return too,
+// with "remote: ", so no server text can pose as tally's or git's own.
+type gitProgressOut struct{ w io.Writer }
+
+func (g gitProgressOut) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(g.w, escapeControls(string(p), "\r\n")); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // humanOut is the writer behind every human (non-JSON) rendering. Whatever

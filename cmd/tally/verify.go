@@ -72,6 +72,9 @@ CHECKPOINT-INVALID, ROLLBACK-DETECTED or FORK-DETECTED for a checkpoint.`,
 					paint(w, green, "ok")
 					fmt.Fprintf(w, ": %d entries (%d checked now), head #%d %s, root %s\n",
 						rep.Entries, rep.Checked, rep.Head.Seq, rep.Head.Hash, rep.Root)
+					if rep.From != nil {
+						fromCheckpoint(w, rep.From)
+					}
 					for i, cc := range checked {
 						fmt.Fprintf(w, "checkpoint %s: %d entries, consistent, signed by %d keys\n",
 							checkpoints[i], cc.Checkpoint.Size, len(cc.SignedBy))

@@ -284,8 +284,23 @@ func backend(t testing.TB, root string, env []string) (*cgi.Handler, *lockedBuff
 
 // serve serves h on a loopback httptest.Server until cleanup and returns its
 // URL.
+//
+// git sends a push body larger than http.postBuffer (1 MiB) chunked, which
+// web servers in front of http-backend accept but net/http/cgi refuses (400,
+// CGI needs CONTENT_LENGTH): serve reads such a body whole first and passes
+// it on with its length, as a web server that buffers request bodies does.
 func serve(t testing.TB, h http.Handler, stderr *lockedBuffer) string {
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(r.TransferEncoding, "chunked") {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		srv.Close()
 		if t.Failed() {
