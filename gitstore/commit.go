@@ -169,6 +169,17 @@ func parseIdent(s string) (Ident, error) {
 // ReadCommit reads and parses a commit.
 func (db *ObjectDB) ReadCommit(id ObjectID) (*Commit, error) {
 	typ, data, err := db.Read(id)
+	return parseCommitObject(id, typ, data, err)
+}
+
+// ReadCommit is ObjectDB.ReadCommit.
+func (c *Cursor) ReadCommit(id ObjectID) (*Commit, error) {
+	typ, data, err := c.Read(id)
+	return parseCommitObject(id, typ, data, err)
+}
+
+// parseCommitObject parses what reading object id gave, which must be a commit.
+func parseCommitObject(id ObjectID, typ ObjectType, data []byte, err error) (*Commit, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -2,13 +2,17 @@ package gitstore
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"container/list"
+	"crypto/sha1"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,7 +33,9 @@ var errODBClosed = errors.New("gitstore: object database is closed")
 const (
 	odbMaxAlternateDepth = 5     // as in git
 	packMaxDeltaDepth    = 10000 // git writes at most 4095; more means a cycle or garbage
+	packHits             = 8     // packs of recent lookups searched first (ObjectDB.hits)
 	packCacheEntries     = 256
+	sealWindow           = 16 << 20 // bytes of a pack packMaps.seal reads before letting them go
 	packCacheBytes       = 8 << 20
 
 	// packMaxInflateRatio bounds the size a header may claim for n compressed bytes.
@@ -61,8 +67,9 @@ type ObjectDB struct {
 	retired []*packFile // dropped by a rescan but perhaps still in use by a reader; unmapped by Close
 	closed  bool
 
-	// lastHit is the pack of the latest successful lookup, searched first:
-	// objects read together (a ledger commit and its tree) were written together.
+	// lastHit is the pack of the latest successful lookup, searched first
+	// (after a Cursor's own): objects read together (a ledger commit and
+	// its tree) were written together.
 	lastHit atomic.Pointer[packFile]
 
 	readers  sync.RWMutex // held shared by every read; see releaseRetired
@@ -304,8 +311,8 @@ type odbLoc struct {
 // and retries, so that packs written by others, or rewritten by git repack or
 // git gc, since the last scan are seen. A loose object is returned open, so
 // that git prune-packed deleting it cannot make it vanish before it is read.
-func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
-	hex := id.String()
+// hint is packFind's.
+func (db *ObjectDB) locate(id ObjectID, hint **packFile) (odbLoc, error) {
 	// A repack replaces packs while we look: rescan after a miss, again as long
 	// as the set of packs keeps changing, so a miss means the object is gone
 	// rather than that we looked between a deletion and its replacement.
@@ -314,10 +321,11 @@ func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 		// Packs first, as git does: tally writes packs, and a pack lookup is a
 		// binary search in memory where a loose lookup is a failed open.
 		final := rescans == maxRescans
-		loc, err := db.packFind(id, final)
+		loc, err := db.packFind(id, final, hint)
 		if err == nil {
 			return loc, nil
 		}
+		hex := id.String() // only now: spelling it costs as much as a pack lookup
 		for _, dir := range db.dirs {
 			f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
 			if err == nil {
@@ -338,15 +346,16 @@ func (db *ObjectDB) locate(id ObjectID) (odbLoc, error) {
 				continue
 			}
 		}
-		return loc, fmt.Errorf("%w: %s", ErrObjectNotFound, hex)
+		return loc, fmt.Errorf("%w: %s", ErrObjectNotFound, id)
 	}
 }
 
-// packFind searches the packs. A pack that cannot be opened is skipped; unless
+// packFind searches the packs, first *hint if hint is not nil, which it sets
+// to the pack it finds id in. A pack that cannot be opened is skipped; unless
 // final, the search then reports a miss so that the caller rescans: the pack may
 // have been replaced. When final, an unusable pack's error takes precedence over
 // a miss, because the object may be in it.
-func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
+func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile) (odbLoc, error) {
 	db.mu.Lock()
 	packs, closed := db.packs, db.closed
 	db.mu.Unlock()
@@ -354,16 +363,29 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 		return odbLoc{}, errODBClosed
 	}
 	var bad error
-	last := db.lastHit.Load()
-	if last != nil {
-		if m, err := last.maps(); err == nil {
+	// The cursor's pack, if it is still one of ours, then the shared guess.
+	var tried [2]*packFile
+	if hint != nil && slices.Contains(packs, *hint) {
+		tried[0] = *hint
+	}
+	if last := db.lastHit.Load(); last != tried[0] {
+		tried[1] = last
+	}
+	for _, p := range tried {
+		if p == nil {
+			continue
+		}
+		if m, err := p.maps(); err == nil {
 			if off, ok, err := m.idx.find(id); err == nil && ok {
-				return odbLoc{p: last, m: m, off: off}, nil
+				if hint != nil {
+					*hint = p
+				}
+				return odbLoc{p: p, m: m, off: off}, nil
 			}
 		}
 	}
 	for _, p := range packs {
-		if p == last {
+		if p == tried[0] || p == tried[1] {
 			continue // searched above; a pack that failed to map there is retried by the next rescan
 		}
 		m, err := p.maps()
@@ -379,6 +401,9 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 		}
 		if ok {
 			db.lastHit.Store(p)
+			if hint != nil {
+				*hint = p
+			}
 			return odbLoc{p: p, m: m, off: off}, nil
 		}
 	}
@@ -393,7 +418,7 @@ func (db *ObjectDB) packFind(id ObjectID, final bool) (odbLoc, error) {
 func (db *ObjectDB) Has(id ObjectID) bool {
 	db.readers.RLock()
 	defer db.endRead()
-	loc, err := db.locate(id)
+	loc, err := db.locate(id, nil)
 	if loc.loose != nil {
 		loc.loose.Close()
 	}
@@ -404,22 +429,176 @@ func (db *ObjectDB) Has(id ObjectID) bool {
 func (db *ObjectDB) Read(id ObjectID) (ObjectType, []byte, error) {
 	db.readers.RLock()
 	defer db.endRead()
-	return db.read(id, 0)
+	return db.read(id, 0, nil)
 }
 
-// ReadVerified is Read that also checks the object's SHA-1 against id, so
-// that damage git's own reads would report (a flipped byte in a pack or a
-// loose object, a wrong index entry) is an error and not silently other
-// content.
-func (db *ObjectDB) ReadVerified(id ObjectID) (ObjectType, []byte, error) {
-	t, data, err := db.Read(id)
+// A Cursor reads objects for one sequence of related lookups, such as the
+// commits of a walk along history or the objects of one entry after
+// another: it searches first the pack its previous lookup found an object
+// in, ahead of the database's shared guess, which concurrent readers of
+// different parts of a long history (verify's segments) would otherwise
+// keep displacing, each then searching most packs on most lookups. A
+// Cursor is not safe for concurrent use; its database is.
+type Cursor struct {
+	db   *ObjectDB
+	last *packFile
+}
+
+// Cursor returns a new cursor on db.
+func (db *ObjectDB) Cursor() *Cursor { return &Cursor{db: db} }
+
+// Read is ObjectDB.Read.
+func (c *Cursor) Read(id ObjectID) (ObjectType, []byte, error) {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	return c.db.read(id, 0, &c.last)
+}
+
+// CheckStored reports whether object id is stored intact, by the checksums
+// git's storage records rather than by inflating and re-hashing it: a
+// loose object must hash to its id; a packed object's entry, and the entry
+// of each delta base it is built from, must have the CRC32 its pack index
+// records for it (the CRC32 of the entry's bytes, from its offset to the
+// next entry's or to the pack's trailer), and that index must be intact:
+// its last 20 bytes the SHA-1 of the rest. The first check that
+// meets a pack checks its index and all its entries in one pass (seal).
+// This detects damage to the stored bytes, a flipped byte in a pack entry,
+// an index or a loose object, as git fsck does; it does not detect a pack
+// rewritten together with an index whose checksums match it.
+func (c *Cursor) CheckStored(id ObjectID) error {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	return c.db.checkStored(id, 0, &c.last)
+}
+
+// checkStored is CheckStored for an object needed as a delta base at the
+// given depth (hint is packFind's).
+func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
+	loc, err := db.locate(id, hint)
 	if err != nil {
-		return t, data, err
+		return err
 	}
-	if got := HashObject(t, data); got != id {
-		return t, data, fmt.Errorf("gitstore: object %s is damaged: its content hashes to %s", id, got)
+	if loc.loose != nil {
+		t, data, err := looseRead(loc.loose, id)
+		if err == nil && HashObject(t, data) != id {
+			err = fmt.Errorf("gitstore: loose object %s is damaged: its content hashes to %s", id, HashObject(t, data))
+		}
+		return err
 	}
-	return t, data, nil
+	m := loc.m
+	m.sealOnce.Do(m.seal)
+	switch base, external := m.external[loc.off]; {
+	case m.sealErr != nil:
+		return fmt.Errorf("gitstore: %s: %w", loc.p.path, m.sealErr)
+	case m.damaged[loc.off]:
+		return fmt.Errorf("gitstore: %s.pack at %d: the entry, or a delta base in the pack, does not match the CRC32 its index records", loc.p.path, loc.off)
+	case external && depth >= packMaxDeltaDepth:
+		return fmt.Errorf("gitstore: %s.pack: delta chain longer than %d", loc.p.path, packMaxDeltaDepth)
+	case external:
+		if err := db.checkStored(base, depth+1, hint); err != nil {
+			return fmt.Errorf("gitstore: %s.pack at %d: delta base: %w", loc.p.path, loc.off, err)
+		}
+	}
+	return nil
+}
+
+// seal checks the index's own checksum, then every entry of the pack, in
+// pack order, against the CRC32 the index records for it, and finds the
+// entries that fail or whose delta bases in the pack do: one sequential
+// pass over the pack, after which checking an object costs its lookup.
+// The index and pack pages it reads leave the resident set as it goes (see
+// DropResident), so that checking a pack of any size needs 12 bytes of
+// memory per object (16 more per delta) and not the pack's size.
+func (m *packMaps) seal() {
+	x := m.idx
+	h := sha1.New()
+	for i := 0; i < len(x.data)-20; i += sealWindow {
+		h.Write(x.data[i:min(i+sealWindow, len(x.data)-20)])
+		syscall.Madvise(x.data[i:min(i+sealWindow, len(x.data))], syscall.MADV_DONTNEED)
+	}
+	if !bytes.Equal(h.Sum(nil), x.data[len(x.data)-20:]) {
+		m.sealErr = errors.New("pack index does not match its checksum")
+		return
+	}
+	// The entries by offset, as keys offset<<posBits | position in one
+	// slice of integers: fast to sort, and each entry ends where the next
+	// one starts.
+	posBits := bits.Len(uint(x.n))
+	if bits.Len(uint(len(m.data)))+posBits > 64 {
+		m.sealErr = errors.New("pack too large to check")
+		return
+	}
+	keys, crcs := make([]uint64, x.n), make([]uint32, x.n)
+	for i := range keys {
+		off, _, err := x.offset(i)
+		if err != nil || off < 12 || off >= uint64(len(m.data)-20) {
+			m.sealErr = errors.New("pack index offset out of range")
+			return
+		}
+		keys[i], crcs[i] = off<<posBits|uint64(i), x.crc(i)
+	}
+	syscall.Madvise(x.data, syscall.MADV_DONTNEED)
+	slices.Sort(keys)
+	bad := func(off uint64) {
+		if m.damaged == nil {
+			m.damaged = map[uint64]bool{}
+		}
+		m.damaged[off] = true
+	}
+	// A delta is bad if its base in the pack is: the links are followed
+	// after the pass, until no more entries turn out bad (a ref-delta's
+	// base may follow it, in a thin pack fixed by git index-pack).
+	type link struct{ off, base uint64 }
+	var later []link
+	page := uint64(os.Getpagesize())
+	var dropped uint64 // the pack's pages below this were let go
+	for k, key := range keys {
+		if off := key >> posBits; off-dropped >= sealWindow {
+			syscall.Madvise(m.data[dropped:off&^(page-1)], syscall.MADV_DONTNEED)
+			dropped = off &^ (page - 1)
+		}
+		off, pos := key>>posBits, int(key&(1<<posBits-1))
+		end := uint64(len(m.data) - 20)
+		if k+1 < len(keys) {
+			end = keys[k+1] >> posBits
+		}
+		e, err := m.entry(off)
+		if err != nil || end <= off || crc32.ChecksumIEEE(m.data[off:end]) != crcs[pos] {
+			bad(off)
+			continue
+		}
+		switch e.kind {
+		case packOfsDelta:
+			if _, ok := slices.BinarySearchFunc(keys[:k], e.base, func(key, base uint64) int {
+				return cmp.Compare(key>>posBits, base)
+			}); ok {
+				later = append(later, link{off, e.base})
+			} else {
+				bad(off)
+			}
+		case packRefDelta:
+			if boff, ok, err := x.find(e.baseID); err != nil {
+				bad(off)
+			} else if ok {
+				later = append(later, link{off, boff})
+			} else {
+				if m.external == nil {
+					m.external = map[uint64]ObjectID{}
+				}
+				m.external[off] = e.baseID
+			}
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, l := range later {
+			if m.damaged[l.base] && !m.damaged[l.off] {
+				bad(l.off)
+				changed = true
+			}
+		}
+	}
+	syscall.Madvise(m.data, syscall.MADV_DONTNEED)
 }
 
 func (db *ObjectDB) endRead() {
@@ -427,22 +606,28 @@ func (db *ObjectDB) endRead() {
 	db.releaseRetired()
 }
 
-// read reads id, which is needed as a delta base at the given depth.
-func (db *ObjectDB) read(id ObjectID, depth int) (ObjectType, []byte, error) {
-	loc, err := db.locate(id)
+// read reads id, which is needed as a delta base at the given depth
+// (hint is packFind's).
+func (db *ObjectDB) read(id ObjectID, depth int, hint **packFile) (ObjectType, []byte, error) {
+	loc, err := db.locate(id, hint)
 	if err != nil {
 		return 0, nil, err
 	}
 	if loc.loose == nil {
-		return db.packRead(loc, depth)
+		return db.packRead(loc, depth, hint)
 	}
-	defer loc.loose.Close()
-	fi, err := loc.loose.Stat()
+	return looseRead(loc.loose, id)
+}
+
+// looseRead reads and closes f, the loose object id.
+func looseRead(f *os.File, id ObjectID) (ObjectType, []byte, error) {
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return 0, nil, err
 	}
 	buf := make([]byte, fi.Size())
-	if _, err := io.ReadFull(loc.loose, buf); err != nil {
+	if _, err := io.ReadFull(f, buf); err != nil {
 		return 0, nil, err
 	}
 	t, data, err := looseDecode(buf)
@@ -525,6 +710,13 @@ type packFile struct {
 type packMaps struct {
 	idx  packIndex
 	data []byte // the whole .pack file
+
+	// The storage checks (CheckStored) need the index intact and each
+	// entry's extent; both are found once, on the first such check.
+	sealOnce sync.Once
+	sealErr  error               // the index fails its checksum
+	damaged  map[uint64]bool     // offsets of the entries that fail their CRC32, or whose base in the pack does
+	external map[uint64]ObjectID // offsets of the ref-deltas whose base is in another pack, and that base
 }
 
 func (p *packFile) maps() (*packMaps, error) {
@@ -557,7 +749,7 @@ func (p *packFile) maps() (*packMaps, error) {
 		syscall.Munmap(data)
 		return nil, fmt.Errorf("gitstore: %s: %w", p.path, err)
 	}
-	m := &packMaps{x, data}
+	m := &packMaps{idx: x, data: data}
 	p.m.Store(m)
 	return m, nil
 }
@@ -626,6 +818,13 @@ func packParseIndex(b []byte) (packIndex, error) {
 func (x packIndex) packSum() []byte { return x.data[len(x.data)-40 : len(x.data)-20] }
 
 // find returns the pack offset of id.
+//
+// Names are SHA-1 values, spread evenly, so the search interpolates: it
+// probes where id's first 8 bytes, read as an integer, fall between the
+// bounds known so far (at first those the fanout implies), which takes a
+// few probes where a binary search of a large index takes twenty cache
+// misses. After a few probes it finishes as a binary search, so that no
+// arrangement of names makes it slower than one.
 func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 	lo := 0
 	if id[0] > 0 {
@@ -633,9 +832,33 @@ func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 	}
 	hi := int(binary.BigEndian.Uint32(x.data[8+4*int(id[0]):]))
 	names := x.data[packIdxHeader : packIdxHeader+20*x.n]
+	// Names compare by their first 8 bytes as an integer, and in full
+	// only when those are equal (one comparison in millions, or a hit).
+	key := binary.BigEndian.Uint64(id[:8])
+	compare := func(i int) (int, uint64) {
+		k := binary.BigEndian.Uint64(names[20*i:])
+		c := cmp.Compare(k, key)
+		if c == 0 {
+			c = bytes.Compare(names[20*i+8:20*i+20], id[8:])
+		}
+		return c, k
+	}
+	loKey, hiKey := uint64(id[0])<<56, uint64(id[0])<<56|(1<<56-1) // bounds of the names in [lo, hi)
+	for probes := 0; hi-lo > 8 && probes < 4; probes++ {
+		mid := lo + int(float64(key-loKey)/(float64(hiKey-loKey)+1)*float64(hi-lo))
+		mid = max(lo, min(mid, hi-1))
+		switch c, k := compare(mid); {
+		case c < 0:
+			lo, loKey = mid+1, k
+		case c > 0:
+			hi, hiKey = mid, k
+		default:
+			return x.offset(mid)
+		}
+	}
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		switch c := bytes.Compare(names[20*mid:20*mid+20], id[:]); {
+		switch c, _ := compare(mid); {
 		case c < 0:
 			lo = mid + 1
 		case c > 0:
@@ -645,6 +868,11 @@ func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// crc returns the CRC32 the index records for the i'th name's pack entry.
+func (x packIndex) crc(i int) uint32 {
+	return binary.BigEndian.Uint32(x.data[packIdxHeader+20*x.n+4*i:])
 }
 
 // offset returns the pack offset of the i'th name.
@@ -723,7 +951,7 @@ func (m *packMaps) entry(off uint64) (packEntry, error) {
 // packRead returns the object at loc, resolving its delta chain. Each base met on
 // the way is cached, so reading the other objects of a chain costs one delta
 // application each.
-func (db *ObjectDB) packRead(loc odbLoc, depth int) (ObjectType, []byte, error) {
+func (db *ObjectDB) packRead(loc odbLoc, depth int, hint **packFile) (ObjectType, []byte, error) {
 	type link struct {
 		off   uint64
 		delta []byte
@@ -762,7 +990,7 @@ func (db *ObjectDB) packRead(loc odbLoc, depth int) (ObjectType, []byte, error) 
 			chain = append(chain, link{off, body})
 			if boff, ok, err := loc.m.idx.find(e.baseID); err == nil && ok {
 				off = boff
-			} else if t, data, err = db.read(e.baseID, depth+len(chain)); err != nil {
+			} else if t, data, err = db.read(e.baseID, depth+len(chain), hint); err != nil {
 				return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: delta base: %v", loc.p.path, off, err)
 			}
 		default:
@@ -908,12 +1136,12 @@ func (c *packCache) add(p *packFile, off uint64, t ObjectType, data []byte) {
 	}
 }
 
-// DropResident lets the kernel take the pages of the mapped packs out of this
-// process's resident set. They stay in the page cache, and a later read of
-// them faults them back in from there, so nothing read changes; a long scan
-// (a full verify reads every ledger object) calls it now and then so that its
-// RSS does not grow with the size of the packs it has read. The mappings are
-// read-only, so no data is lost.
+// DropResident lets the kernel take the pages of the mapped packs and their
+// indexes out of this process's resident set. They stay in the page cache,
+// and a later read of them faults them back in from there, so nothing read
+// changes; a long scan (a full verify reads every ledger object) calls it
+// now and then so that its RSS does not grow with the size of the packs and
+// indexes it has read. The mappings are read-only, so no data is lost.
 func (db *ObjectDB) DropResident() {
 	db.readers.RLock() // a retired pack is not unmapped while we hold it
 	defer db.endRead()
@@ -923,6 +1151,7 @@ func (db *ObjectDB) DropResident() {
 	for _, p := range packs {
 		if m := p.m.Load(); m != nil {
 			syscall.Madvise(m.data, syscall.MADV_DONTNEED)
+			syscall.Madvise(m.idx.data, syscall.MADV_DONTNEED)
 		}
 	}
 }

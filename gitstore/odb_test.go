@@ -704,6 +704,6 @@ func FuzzPackRead(f *testing.F) {
 		m := &packMaps{idx: idx, data: append(data, make([]byte, 20)...)}
 		db := &ObjectDB{}
 		loc := odbLoc{p: &packFile{}, m: m, off: 12 + uint64(off)}
-		db.packRead(loc, 0)
+		db.packRead(loc, 0, nil)
 	})
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,13 @@ import (
 // object id (found with git show-index, the entry's extent ending where the
 // next one starts) and returns the pack's path.
 func flipStoredByte(t *testing.T, dir, id string) string {
+	t.Helper()
+	return flipPackedByte(t, dir, id, func(start, end int64) int64 { return (start + end) / 2 })
+}
+
+// flipPackedByte is flipStoredByte flipping the byte pick(start, end) of the
+// entry's extent [start, end).
+func flipPackedByte(t *testing.T, dir, id string, pick func(start, end int64) int64) string {
 	t.Helper()
 	idxs, _ := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.idx"))
 	for _, idx := range idxs {
@@ -50,11 +58,8 @@ func flipStoredByte(t *testing.T, dir, id string) string {
 				break
 			}
 		}
-		b[(at+end)/2] ^= 0x01
-		os.Chmod(pack, 0o644)
-		if err := os.WriteFile(pack, b, 0o444); err != nil {
-			t.Fatal(err)
-		}
+		b[pick(at, end)] ^= 0x01
+		replaceFile(t, pack, b)
 		return pack
 	}
 	t.Fatalf("object %s is in no pack", id)
@@ -80,4 +85,167 @@ func TestVerifyFullDetectsDamagedStoredObject(t *testing.T) {
 		t.Fatalf("git cat-file reads the damaged object: %s", out)
 	}
 	verifyFails(t, dir, "CORRUPT", 3, "--full")
+}
+
+// flipFileByte flips the byte at(content) of the file at path.
+func flipFileByte(t *testing.T, path string, at func([]byte) int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at(b)] ^= 0x01
+	replaceFile(t, path, b)
+}
+
+// replaceFile writes data over the (read-only) file at path.
+func replaceFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	os.Chmod(path, 0o644)
+	if err := os.WriteFile(path, data, 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// introducedAt maps every object of the ledger's states (each commit, its
+// tree and all trees and blobs under it, as git ls-tree lists them) to the
+// position of the first entry whose state holds it.
+func introducedAt(t *testing.T, dir string, commits []string) map[string]int {
+	t.Helper()
+	at := map[string]int{}
+	for seq, c := range commits {
+		ids := []string{c, gitIn(t, dir, nil, "rev-parse", c+"^{tree}")}
+		for _, line := range strings.Split(gitIn(t, dir, nil, "ls-tree", "-r", "-t", c), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 {
+				ids = append(ids, f[2])
+			}
+		}
+		for _, id := range ids {
+			if _, ok := at[id]; !ok {
+				at[id] = seq
+			}
+		}
+	}
+	return at
+}
+
+// onlyPack repacks the repository into one pack (with deltas when deltas)
+// and returns the paths of its .idx and .pack.
+func onlyPack(t *testing.T, dir string, deltas bool) (idx, pack string) {
+	t.Helper()
+	args := []string{"repack", "-adq"}
+	if deltas {
+		args = []string{"repack", "-adfq", "--depth=50", "--window=50"}
+	}
+	gitIn(t, dir, nil, args...)
+	idxs, _ := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.idx"))
+	if len(idxs) != 1 {
+		t.Fatalf("repacked into %v", idxs)
+	}
+	return idxs[0], strings.TrimSuffix(idxs[0], ".idx") + ".pack"
+}
+
+// Damage wherever git keeps a ledger object: each is refused by verify
+// --full with CORRUPT at the first entry whose state relies on the damaged
+// bytes (FORMAT.md §10, step 9), and git fsck fails on each as well.
+func TestVerifyFullDetectsDamagedStorage(t *testing.T) {
+	t.Parallel()
+	meta := func(t *testing.T, dir string, commits []string) string {
+		return gitIn(t, dir, nil, "rev-parse", commits[3]+":meta")
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string, commits []string) (seq int)
+	}{
+		// The pack entry of entry 3's meta blob (tally's own packs, no
+		// deltas): its header's first byte and its zlib stream's last.
+		{"entry-header", func(t *testing.T, dir string, commits []string) int {
+			flipPackedByte(t, dir, meta(t, dir, commits), func(start, _ int64) int64 { return start })
+			return 3
+		}},
+		{"entry-end", func(t *testing.T, dir string, commits []string) int {
+			flipPackedByte(t, dir, meta(t, dir, commits), func(_, end int64) int64 { return end - 1 })
+			return 3
+		}},
+		// After git repack -f, the middle of an object that git stores as
+		// a delta base: every object built on it is damaged too, and the
+		// first entry holding any of them fails.
+		{"delta-base", func(t *testing.T, dir string, commits []string) int {
+			idx, _ := onlyPack(t, dir, true)
+			at := introducedAt(t, dir, commits)
+			baseOf := map[string]string{}
+			for _, line := range strings.Split(gitIn(t, dir, nil, "verify-pack", "-v", idx), "\n") {
+				if f := strings.Fields(line); len(f) == 7 && len(f[0]) == 40 {
+					baseOf[f[0]] = f[6]
+				}
+			}
+			var base string
+			for _, b := range baseOf {
+				if _, isDelta := baseOf[b]; isDelta {
+					base = b // a base that is itself a delta: a chain of three
+					break
+				}
+			}
+			if base == "" {
+				t.Fatal("git made no delta chain of three objects")
+			}
+			seq := len(commits)
+			for id, n := range at {
+				for cur := id; cur != ""; cur = baseOf[cur] {
+					if cur == base {
+						seq = min(seq, n)
+					}
+				}
+			}
+			flipStoredByte(t, dir, base)
+			return seq
+		}},
+		// The index: the CRC32 it records for the meta blob's entry, and
+		// its own checksum. Either makes the whole pack untrustworthy.
+		{"index-crc", func(t *testing.T, dir string, commits []string) int {
+			idx, _ := onlyPack(t, dir, false)
+			flipFileByte(t, idx, func(b []byte) int {
+				var pos int
+				for i, line := range strings.Split(gitIn(t, dir, b, "show-index"), "\n") {
+					if strings.Fields(line)[1] == meta(t, dir, commits) {
+						pos = i
+					}
+				}
+				n := int(binary.BigEndian.Uint32(b[8+4*255:]))
+				return 8 + 256*4 + 20*n + 4*pos // fanout, names, then the CRC32s
+			})
+			return 0
+		}},
+		{"index-checksum", func(t *testing.T, dir string, commits []string) int {
+			idx, _ := onlyPack(t, dir, false)
+			flipFileByte(t, idx, func(b []byte) int { return len(b) - 1 })
+			return 0
+		}},
+		// A loose object: every pack unpacked, then a byte in the middle of
+		// the meta blob's file.
+		{"loose", func(t *testing.T, dir string, commits []string) int {
+			_, pack := onlyPack(t, dir, false)
+			b, err := os.ReadFile(pack)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(pack)
+			os.Remove(strings.TrimSuffix(pack, ".pack") + ".idx")
+			gitIn(t, dir, b, "unpack-objects", "-q")
+			id := meta(t, dir, commits)
+			flipFileByte(t, filepath.Join(gitDir(t, dir), "objects", id[:2], id[2:]), func(b []byte) int { return len(b) / 2 })
+			return 3
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, commits := buildRepo(t, 8)
+			verifyOK(t, dir, true)
+			seq := tc.damage(t, dir, commits)
+			if out, err := gitTry(dir, nil, "fsck", "--strict", "--no-progress"); err == nil {
+				t.Fatalf("git fsck passes the damage:\n%s", out)
+			}
+			verifyFails(t, dir, "CORRUPT", seq, "--full")
+		})
+	}
 }

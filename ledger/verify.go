@@ -51,9 +51,8 @@ func (l *Ledger) recordPath() string { return l.Files.Verified() }
 // Verify re-derives the ledger from the repository and checks every entry
 // added since the last successful verification recorded in this clone (all of
 // them with full). A failure is an *errs.Error whose code names the check and
-// whose "seq" detail names the first bad position. With full it also reads
-// back every stored object of every state and checks its SHA-1
-// (verifier.stored).
+// whose "seq" detail names the first bad position. With full it also checks
+// that every stored object of every state is stored intact (verifier.stored).
 func (l *Ledger) Verify(full bool) (*Report, error) {
 	tip, err := l.Tip()
 	if err != nil {
@@ -321,8 +320,9 @@ type walked struct {
 // emitted so far were then not of the range.
 func walkBack(db *gitstore.ObjectDB, tip, stop gitstore.ObjectID, emit func(seg []walked, parent gitstore.ObjectID) error) (found bool, err error) {
 	var seg []walked
+	rd := db.Cursor()
 	for cur := tip; cur != stop; {
-		c, err := db.ReadCommit(cur)
+		c, err := rd.ReadCommit(cur)
 		if err != nil {
 			return false, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}
@@ -370,12 +370,13 @@ type verifier struct {
 	// invalidate it.
 	sigRules map[string]*sigRule
 	// stored, when not nil, collects the objects each entry's replay made
-	// anew, and check reads each back from the repository and checks its
-	// SHA-1 (gitstore.ObjectDB.ReadVerified), and the commit's: a full
-	// verification thus reads every stored object of every state once,
-	// since each was new in some entry, and a damaged one is CORRUPT at
-	// the entry that introduced it.
+	// anew, and check requires each to be stored intact by the checksums
+	// the repository keeps for it (gitstore.Cursor.CheckStored), and the
+	// commit's bytes to hash to its id: a full verification thus checks
+	// every stored object of every state once, since each was new in some
+	// entry, and a damaged one is CORRUPT at the entry that introduced it.
 	stored []gitstore.ObjectID
+	cur    *gitstore.Cursor // for the checks of stored objects, made by run
 }
 
 // setTree makes t the state the next entry applies to, tracking the objects
@@ -402,18 +403,20 @@ func (v *verifier) run(commits []walked) error {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	defer func() { close(stop); <-done }() // the reader must stop before the caller may close the repository
+	v.cur = v.db.Cursor()
 	go func() {
 		defer close(done)
 		defer close(raws)
+		rd := v.db.Cursor()
 		for _, w := range commits {
 			f := fetched{commit: w.commit}
 			if f.commit == nil {
-				if f.commit, f.err = v.db.ReadCommit(w.id); f.err != nil {
+				if f.commit, f.err = rd.ReadCommit(w.id); f.err != nil {
 					f.err = errs.Wrap(errs.Corrupt, f.err, "ledger commit %s", w.id)
 				}
 			}
 			if f.err == nil {
-				f.raw, f.err = entryBytes(v.db, f.commit.Tree)
+				f.raw, f.err = entryBytes(rd, f.commit.Tree)
 			}
 			select {
 			case raws <- f:
@@ -544,8 +547,9 @@ func (v *verifier) hashTree() (gitstore.ObjectID, error) {
 	return v.tree.HashNew(func(id gitstore.ObjectID) { v.stored = append(v.stored, id) })
 }
 
-// checkStored reads back the objects hashTree collected and checks their
-// SHA-1, and the commit's (its bytes are the ones check compared).
+// checkStored checks that the objects hashTree collected are stored intact
+// (gitstore.Cursor.CheckStored), and the commit's SHA-1 (its bytes are the
+// ones check compared).
 func (v *verifier) checkStored(w walked) error {
 	if v.stored == nil {
 		return nil
@@ -554,7 +558,7 @@ func (v *verifier) checkStored(w walked) error {
 		return v.fail(errs.Corrupt, "commit %s is damaged: its content hashes to %s", w.id, got)
 	}
 	for _, id := range v.stored {
-		if _, _, err := v.db.ReadVerified(id); err != nil {
+		if err := v.cur.CheckStored(id); err != nil {
 			return v.fail(errs.Corrupt, "commit %s: stored state object %s: %v", w.id, id, err)
 		}
 	}
@@ -562,8 +566,13 @@ func (v *verifier) checkStored(w walked) error {
 	return nil
 }
 
+// objectReader is a gitstore.ObjectDB or one of its cursors.
+type objectReader interface {
+	Read(gitstore.ObjectID) (gitstore.ObjectType, []byte, error)
+}
+
 // entryBytes reads the "entry" blob of a ledger commit's tree.
-func entryBytes(db *gitstore.ObjectDB, tree gitstore.ObjectID) ([]byte, error) {
+func entryBytes(db objectReader, tree gitstore.ObjectID) ([]byte, error) {
 	typ, data, err := db.Read(tree)
 	if err != nil {
 		return nil, err
