@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -139,14 +140,16 @@ func (h hearing) Write(p []byte) (int, error) {
 // server's relayed as "remote: ...": the counters of enumerating, counting,
 // compressing, writing, receiving, resolving and indexing, and the summary
 // "Total N (delta M), ...".
-var progressLine = regexp.MustCompile(`^(remote: )?(Enumerating objects|Counting objects|Delta compression using|Compressing objects|Writing objects|Total [0-9]+ \(delta|Resolving deltas|Receiving objects|Unpacking objects|Indexing objects|Checking objects)`)
+var progressLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(remote: )?(Enumerating objects|Counting objects|Delta compression using|Compressing objects|Writing objects|Total [0-9]+ \(delta|Resolving deltas|Receiving objects|Unpacking objects|Indexing objects|Checking objects)`)
+})
 
 // withoutProgress returns what git printed less its progress: every line
 // (git redraws one with carriage returns) that progressLine matches.
 func withoutProgress(s string) string {
 	var b strings.Builder
 	for _, line := range strings.SplitAfter(strings.ReplaceAll(s, "\r", "\n"), "\n") {
-		if !progressLine.MatchString(strings.TrimSpace(line)) && strings.TrimSpace(line) != "" {
+		if !progressLine().MatchString(strings.TrimSpace(line)) && strings.TrimSpace(line) != "" {
 			b.WriteString(line)
 		}
 	}
