@@ -41,8 +41,9 @@ func (t *txn) pendingReady(wave string, limit int) ([]Candidate, error) {
 		return nil, err
 	}
 	var out []Candidate
+	order := t.orderCursor(wave)
 	for i := rb.next(0); i >= 0 && (limit <= 0 || len(out) < limit); i = rb.next(i + 1) {
-		id, err := t.cellIDAt(wave, i)
+		id, err := order.at(i)
 		if err != nil {
 			return nil, err
 		}
@@ -77,8 +78,9 @@ func (t *txn) heldCells(wave string, f func(index int, id string, c *Cell) (stop
 	if err != nil {
 		return err
 	}
+	order := t.orderCursor(wave)
 	for _, i := range hb.indexes() {
-		id, err := t.cellIDAt(wave, i)
+		id, err := order.at(i)
 		if err != nil {
 			return err
 		}

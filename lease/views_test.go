@@ -631,3 +631,44 @@ func sortedCopy(s []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// countingKV counts the reads of each key.
+type countingKV struct {
+	memKV
+	reads map[string]int
+}
+
+func (c countingKV) Get(key string) ([]byte, bool, error) {
+	c.reads[key]++
+	return c.memKV.Get(key)
+}
+
+// Ready and the views over a wave read each order chunk once, however many
+// of its cells they list: a status of a 20k-cell wave decoded one chunk of
+// 256 ids per cell (3 s and 395 MB for a view).
+func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
+	w := newWorld(t)
+	const n = 1000 // four chunks of 256
+	cells := make([]pc, n)
+	for i := range cells {
+		cells[i] = pc{ID: fmt.Sprintf("c%04d", i)}
+	}
+	w.plan("big", cells...)
+	for i := 0; i < n; i += 3 {
+		w.ok("claim", "a", claimB("big", fmt.Sprintf("c%04d", i)))
+	}
+	kv := countingKV{w.kv, map[string]int{}}
+	w.set(time.Hour) // every claim (TTL 1800 s) expired: Ready lists pending and expired cells
+	ready, err := lease.Ready(kv, "big", w.now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ready) != n {
+		t.Fatalf("ready: %d cells, want all %d (pending or expired)", len(ready), n)
+	}
+	for key, reads := range kv.reads {
+		if strings.Contains(key, "/order/") && reads > 2 {
+			t.Errorf("%s read %d times listing %d cells (once for the pending, once for the expired)", key, reads, n)
+		}
+	}
+}
