@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -248,7 +249,13 @@ func hasDeadEvidence(snap *Snapshot, from uint64) bool {
 // pushTo moves the remote ledger from old to tip, deciding a failed push by
 // listing the remote ref. A lost race is CONFLICT.
 func (l *Ledger) pushTo(remote string, old, tip gitstore.ObjectID) error {
-	pushErr := l.Repo.PushRefShowing(remote, l.Ref, old, tip, l.PushProgress)
+	// git reports its progress (to nowhere when nobody watches) so that a
+	// push of thousands of entries is never taken for a stalled one.
+	shown := l.PushProgress
+	if shown == nil {
+		shown = io.Discard
+	}
+	pushErr := l.Repo.PushRefShowing(remote, l.Ref, old, tip, shown)
 	if pushErr == nil {
 		return nil
 	}
