@@ -107,6 +107,20 @@ func TestCrashDoneAndCheckpointSave(t *testing.T) {
 	}
 	final := r.ok("A", "checkpoint", "--save")
 	savedSizes[num(t, final, "size")] = true
+	// An empty lockfile counts as a killed save's only once it is older than
+	// git keeps one empty (a second): a save killed in the last rounds may
+	// leave one the final save could not yet tell from git's. Age such locks
+	// past that, and one more save of a new size must remove them.
+	if young, _ := filepath.Glob(filepath.Join(r.dir, ".git", "refs", "tally", "checkpoints", "*.lock")); len(young) > 0 {
+		for _, l := range young {
+			if fi, err := os.Stat(l); err == nil && fi.Size() == 0 {
+				past := time.Now().Add(-2 * time.Second)
+				os.Chtimes(l, past, past)
+			}
+		}
+		r.ok("A", "note", "after the crashes")
+		savedSizes[num(t, r.ok("A", "checkpoint", "--save"), "size")] = true
+	}
 	missing := 0
 	for i := range rounds {
 		if _, err := netGit(r.dir, nil, "notes", "--ref=tally", "show", commits[i]); err != nil {
