@@ -301,3 +301,35 @@ func gitStdin(t *testing.T, dir, file string, args ...string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// A shallow clone keeps working where history is not walked: sync both
+// ways, and a code push judged by the client pre-push hook.
+func TestFirstContactShallowCloneSyncsAndPushes(t *testing.T) {
+	s := newFCServer(t, 8, 3)
+	dir := s.trusting("fresh", s.vkey)
+	s.ok(dir, "agent", nil, "--remote", "origin", "status")
+	if !isShallow(t, dir) {
+		t.Fatal("the clone is not shallow after a first contact from a checkpoint")
+	}
+	s.ok(s.seed, "seed", nil, "--remote", "origin", "note", "from the seed")
+	s.ok(dir, "agent", nil, "--remote", "origin", "sync")
+	s.ok(dir, "agent", nil, "--remote", "origin", "note", "from the shallow clone")
+	s.ok(dir, "agent", nil, "--remote", "origin", "sync")
+
+	s.ok(dir, "agent", nil, "hooks", "install")
+	if hook, err := os.ReadFile(filepath.Join(dir, ".git", "hooks", "pre-push")); err != nil || !strings.Contains(string(hook), "tally") {
+		t.Fatalf("no tally pre-push hook installed: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "work.txt"), []byte("work\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testrepo.Git(t, dir, "add", "work.txt")
+	testrepo.Git(t, dir, "commit", "-q", "-m", "work")
+	testrepo.Git(t, dir, "push", "-q", "origin", "HEAD:refs/heads/main")
+
+	st := s.ok(s.seed, "seed", nil, "--remote", "origin", "status")
+	if v := st["verified"].(map[string]any); v["through"] != float64(s.entries+1) {
+		t.Fatalf("the seed sees %v, want both notes (through %d)", v, s.entries+1)
+	}
+	testrepo.Git(t, dir, "fsck", "--no-progress")
+}
