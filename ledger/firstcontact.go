@@ -140,7 +140,7 @@ func (l *Ledger) fetchFromCheckpoint(remote string) (gitstore.ObjectID, *Report,
 			return tip, nil, remoteError(err)
 		}
 	}
-	at, err := l.commitAtSeq(tip, cp.Size-1)
+	at, err := l.CommitAt(tip, cp.Size-1)
 	if err != nil {
 		return tip, nil, err
 	}
@@ -192,12 +192,6 @@ func (l *Ledger) trustedCheckpoint(tracking string) (best TrustedCheckpoint, fou
 		}
 	}
 	return best, found, nil
-}
-
-// CommitAt is the commit of entry seq (which must be below the ledger's
-// size) in the ledger at tip, a walk of first parents back from tip.
-func (l *Ledger) CommitAt(tip gitstore.ObjectID, seq uint64) (gitstore.ObjectID, error) {
-	return l.commitAtSeq(tip, seq)
 }
 
 // historyShallow explains a ledger commit missing from a clone whose history

@@ -150,7 +150,7 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		}
 		return nil, errs.Wrap(errs.RemoteUnreachable, pushErr, "remote %s: the request's outcome is unknown and its entry is not in the ledger", remote)
 	}
-	if found.Commit, err = l.commitAtSeq(tip, found.Entry.Seq); err != nil {
+	if found.Commit, err = l.CommitAt(tip, found.Entry.Seq); err != nil {
 		return nil, err
 	}
 	l.fastForwardLocal(fetched, fetched)
@@ -174,9 +174,10 @@ func (l *Ledger) holdsCommit(tip, commit gitstore.ObjectID) (bool, error) {
 	return l.holds(tip, snap.Meta.Size-1, snap.Meta.Head)
 }
 
-// commitAtSeq is the commit of entry seq in the ledger at tip: the ledger
-// has one commit per entry, so it is tip's (size-1-seq)-th first parent.
-func (l *Ledger) commitAtSeq(tip gitstore.ObjectID, seq uint64) (gitstore.ObjectID, error) {
+// CommitAt is the commit of entry seq (below the ledger's size) in the
+// ledger at tip: the ledger has one commit per entry, so it is tip's
+// (size-1-seq)-th first parent.
+func (l *Ledger) CommitAt(tip gitstore.ObjectID, seq uint64) (gitstore.ObjectID, error) {
 	db, err := l.Repo.Objects()
 	if err != nil {
 		return tip, err
