@@ -119,7 +119,7 @@ func (c *Client) CheckCheckpoints(commit gitstore.ObjectID, notes [][]byte, keys
 			cons, err = anchor.Check(s, s.Meta, o.Checkpoint)
 		}
 		if err == nil && !o.Commit.IsZero() {
-			err = c.checkCommitLine(commit, o)
+			err = c.L.CheckCommitLine(commit, o.Size, o.Commit)
 		}
 		if err != nil {
 			return nil, errs.From(err).With("checkpoint", i)
@@ -127,20 +127,6 @@ func (c *Client) CheckCheckpoints(commit gitstore.ObjectID, notes [][]byte, keys
 		out = append(out, CheckpointCheck{cons, o.SignedBy})
 	}
 	return out, nil
-}
-
-// checkCommitLine checks that the commit o's commit line names is the
-// ledger's commit of entry o.Size-1 in the ledger at tip.
-func (c *Client) checkCommitLine(tip gitstore.ObjectID, o *anchor.Opened) error {
-	at, err := c.L.CommitAt(tip, o.Size-1)
-	if err != nil {
-		return err
-	}
-	if at != o.Commit {
-		return errs.New(errs.ForkDetected, "the ledger's commit of entry %d is %s, the checkpoint names %s", o.Size-1, at, o.Commit).
-			With("checkpoint_size", o.Size)
-	}
-	return nil
 }
 
 // ProveInclusion proves that entry seq is among the first size entries (0:

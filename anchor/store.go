@@ -124,37 +124,41 @@ func sameCheckpoint(a, b []byte) bool {
 //     size beyond it, FORK-DETECTED for another root);
 //   - a stored note may only gain signatures: same body, every signature
 //     line it had still there (POLICY).
-func CheckStored(kv chain.KV, m *chain.Meta, size uint64, prev, text []byte) error {
+//
+// It returns the ledger commit the note's commit line names (zero for none),
+// which the caller must check is the ledger's commit of entry size-1
+// (ledger.CheckCommitLine): kv holds the state, not the commits.
+func CheckStored(kv chain.KV, m *chain.Meta, size uint64, prev, text []byte) (gitstore.ObjectID, error) {
 	body, sigs := splitNote(text)
-	c, err := ParseBody(body)
+	c, commit, err := ParseCommit(body)
 	if err != nil {
-		return err
+		return commit, err
 	}
 	if c.Size != size {
-		return invalid("the checkpoint stored for size %d is of size %d", size, c.Size)
+		return commit, invalid("the checkpoint stored for size %d is of size %d", size, c.Size)
 	}
 	if want := joinNote(body, sigs); !bytes.Equal(want, text) {
-		return invalid("checkpoint note is not the body, a blank line and signature lines")
+		return commit, invalid("checkpoint note is not the body, a blank line and signature lines")
 	}
 	for _, s := range sigs {
 		if !wellFormedSignature(s) {
-			return invalid("checkpoint signature line %q is not `— <name> <base64>`", s)
+			return commit, invalid("checkpoint signature line %q is not `— <name> <base64>`", s)
 		}
 	}
 	if _, err := Check(kv, m, c); err != nil {
-		return err
+		return commit, err
 	}
 	if prev == nil {
-		return nil
+		return commit, nil
 	}
 	prevBody, prevSigs := splitNote(prev)
 	if !bytes.Equal(prevBody, body) {
-		return errs.New(errs.Policy, "stored checkpoints are append-only: the checkpoint of size %d may only gain signatures, not change its body", size)
+		return commit, errs.New(errs.Policy, "stored checkpoints are append-only: the checkpoint of size %d may only gain signatures, not change its body", size)
 	}
 	for _, s := range prevSigs {
 		if !slices.Contains(sigs, s) {
-			return errs.New(errs.Policy, "stored checkpoints are append-only: the push drops the signature %q from the checkpoint of size %d", s, size)
+			return commit, errs.New(errs.Policy, "stored checkpoints are append-only: the push drops the signature %q from the checkpoint of size %d", s, size)
 		}
 	}
-	return nil
+	return commit, nil
 }

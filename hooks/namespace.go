@@ -58,7 +58,13 @@ func (c *Checker) checkNamespace(ledgerTip gitstore.ObjectID, u Update) ([]Findi
 	if err != nil {
 		return nil, err
 	}
-	if err := anchor.CheckStored(snap, snap.Meta, size, prev, text); err != nil {
+	commit, err := anchor.CheckStored(snap, snap.Meta, size, prev, text)
+	if err == nil && !commit.IsZero() {
+		// A note naming another commit would squat the size: the signer's
+		// true note could never be stored there (bodies never change).
+		err = c.L.CheckCommitLine(ledgerTip, size, commit)
+	}
+	if err != nil {
 		return refuse(err)
 	}
 	return nil, nil

@@ -174,6 +174,21 @@ func (l *Ledger) holdsCommit(tip, commit gitstore.ObjectID) (bool, error) {
 	return l.holds(tip, snap.Meta.Size-1, snap.Meta.Head)
 }
 
+// CheckCommitLine checks that commit, which a checkpoint of size entries
+// names in its commit line, is the ledger's commit of entry size-1 in the
+// ledger at tip (FORK-DETECTED if not).
+func (l *Ledger) CheckCommitLine(tip gitstore.ObjectID, size uint64, commit gitstore.ObjectID) error {
+	at, err := l.CommitAt(tip, size-1)
+	if err != nil {
+		return err
+	}
+	if at != commit {
+		return errs.New(errs.ForkDetected, "the ledger's commit of entry %d is %s, the checkpoint names %s", size-1, at, commit).
+			With("checkpoint_size", size)
+	}
+	return nil
+}
+
 // CommitAt is the commit of entry seq (below the ledger's size) in the
 // ledger at tip: the ledger has one commit per entry, so it is tip's
 // (size-1-seq)-th first parent.

@@ -253,6 +253,21 @@ func TestPushNamespaceGuarded(t *testing.T) {
 		push("+"+blob(strings.Replace(signed, root, respelled, 1))+":"+ref)...)
 	b.refused("a checkpoint with a garbage signature line", x, ref, "CHECKPOINT-INVALID", "signature line", false,
 		push("+"+blob(signed+"not a signature\n")+":"+ref)...)
+	// A note for a size not stored yet, right in all but its commit line,
+	// would squat that size: the signer's true note differs in its body and
+	// so could never be stored there.
+	b.tally(b.seed, "admin", "claim", "w/c002")
+	testrepo.Git(t, b.seed, "fetch", "-q", "origin", "+refs/tally/ledger:refs/tally/ledger")
+	next := b.ok(b.seed, "admin", nil, "checkpoint", "--save")
+	nextRef := "refs/tally/checkpoints/" + itoa(int(num(t, next, "size")))
+	fetchAll()
+	nextBody := testrepo.Git(t, b.seed, "cat-file", "blob", nextRef) + "\n"
+	_, named, _ := strings.Cut(nextBody, "tally-commit ")
+	named = strings.TrimSpace(named)
+	parent := testrepo.Git(t, x, "rev-parse", named+"^")
+	b.refused("a checkpoint whose commit line names another commit", x, nextRef, "FORK-DETECTED", "the checkpoint names "+parent, false,
+		push(blob(strings.Replace(nextBody, named, parent, 1))+":"+nextRef)...)
+	b.accepted("the true checkpoint of that size", b.seed, "origin", nextRef)
 
 	// Receipt notes: an honest receipt's note is pushed; forged lines are not.
 	a := b.clone("alice")
