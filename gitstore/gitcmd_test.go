@@ -1,7 +1,11 @@
 package gitstore
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,5 +33,51 @@ func TestGitRunIdleBoundsSilenceNotLength(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the silent command (and its sleep) ran %v: not killed", took)
+	}
+}
+
+// TestGitRunErrorWithoutProgress: a push run with --progress that a server
+// hook refuses reports the hook's words and git's refusal, not the progress
+// counters git drew on the way (GitRun.Progress).
+func TestGitRunErrorWithoutProgress(t *testing.T) {
+	bare, work := t.TempDir(), t.TempDir()
+	git := func(dir string, args ...string) {
+		t.Helper()
+		if _, err := RunGit(dir, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(bare, "init", "-q", "--bare")
+	hook := "#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bare, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(work, "init", "-q")
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(work, fmt.Sprint("f", i)), bytes.Repeat([]byte{byte('a' + i)}, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(work, "add", ".")
+	git(work, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "three files")
+
+	var drawn bytes.Buffer
+	_, err := GitRun{Dir: work, Progress: &drawn, Args: []string{"push", "--progress", bare, "HEAD:refs/heads/main"}}.Run()
+	var ge *GitError
+	if !errors.As(err, &ge) {
+		t.Fatalf("want the refused push's GitError, got %v", err)
+	}
+	if !strings.Contains(drawn.String(), "Writing objects") {
+		t.Fatalf("git drew no progress, so the test shows nothing: %q", drawn.String())
+	}
+	for _, want := range []string{"remote: no pushes today", "pre-receive hook declined", "failed to push"} {
+		if !strings.Contains(ge.Stderr, want) {
+			t.Errorf("the error lost %q: %q", want, ge.Stderr)
+		}
+	}
+	for _, counter := range []string{"Enumerating objects", "Counting objects", "Writing objects", "Total "} {
+		if strings.Contains(ge.Stderr, counter) {
+			t.Errorf("the error kept progress %q: %q", counter, ge.Stderr)
+		}
 	}
 }
