@@ -333,3 +333,56 @@ func TestFirstContactShallowCloneSyncsAndPushes(t *testing.T) {
 	}
 	testrepo.Git(t, dir, "fsck", "--no-progress")
 }
+
+// TestFirstContactShallowCloneReceiptNote: in a shallow clone that made
+// first contact from a checkpoint, done pushes its receipt's note on top of
+// the notes the server already holds (which first contact did not fetch),
+// and a third clone verifies the receipt by that note.
+func TestFirstContactShallowCloneReceiptNote(t *testing.T) {
+	s := newFCServer(t, 6, 2)
+	s.ok(s.seed, "seed", nil, "--remote", "origin", "plan", netPlan(t, s.seed, "w", 2, nil))
+	seedEpoch := s.claimEpoch(s.seed, "seed", "w/c000")
+	seedWork := netWork(t, s.seed, "seed.txt")
+	testrepo.Git(t, s.seed, "push", "-q", "origin", "HEAD:refs/heads/seed")
+	s.ok(s.seed, "seed", nil, "--remote", "origin", "done", "w/c000", "--epoch", seedEpoch)
+	if _, err := netGit(s.bare, nil, "notes", "--ref", "tally", "show", seedWork); err != nil {
+		t.Fatalf("the seed's receipt note is not on the server: %v", err)
+	}
+
+	dir := s.trusting("fresh", s.vkey)
+	epoch := s.claimEpoch(dir, "agent", "w/c001")
+	if !isShallow(t, dir) {
+		t.Fatal("the clone is not shallow after a first contact from a checkpoint")
+	}
+	work := netWork(t, dir, "work.txt")
+	testrepo.Git(t, dir, "push", "-q", "origin", "HEAD:refs/heads/work")
+	d := s.ok(dir, "agent", nil, "--remote", "origin", "done", "w/c001", "--epoch", epoch)
+	if np, _ := d["notes_push"].(map[string]any); np["error"] != nil {
+		t.Fatalf("done in the shallow clone: notes_push %v", np)
+	}
+	for commit, cell := range map[string]string{seedWork: "w/c000", work: "w/c001"} {
+		note, err := netGit(s.bare, nil, "notes", "--ref", "tally", "show", commit)
+		if err != nil || !strings.Contains(note, "cell="+cell+" ") {
+			t.Fatalf("server note of %s (%s) after the shallow clone's done: %q %v", commit, cell, note, err)
+		}
+	}
+	third := s.clone("third")
+	testrepo.Git(t, third, "fetch", "-q", "origin", "+refs/notes/*:refs/notes/*")
+	v := s.ok(third, "third", nil, "--remote", "origin", "receipt", "verify", work)
+	rs, _ := v["receipts"].([]any)
+	r0, _ := rs[0].(map[string]any)
+	if checks, _ := r0["checks"].(map[string]any); len(rs) != 1 || checks["note"] != true {
+		t.Fatalf("receipt verify of the shallow clone's work in a third clone: %v", v)
+	}
+}
+
+// claimEpoch claims cell in dir through the remote and returns the epoch.
+func (s *fcServer) claimEpoch(dir, actor, cell string) string {
+	s.t.Helper()
+	l, _ := s.ok(dir, actor, nil, "--remote", "origin", "claim", cell)["lease"].(map[string]any)
+	epoch, _ := l["epoch"].(float64)
+	if epoch < 1 {
+		s.t.Fatalf("claim %s: lease %v", cell, l)
+	}
+	return strconv.Itoa(int(epoch))
+}
