@@ -43,25 +43,13 @@ func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
 	}
 	out := []WaveStatus{}
 	for _, w := range waves {
-		wv, err := lease.ReadWave(s, w)
+		wv, cells, err := lease.WaveCells(s, w, now)
 		if err != nil {
 			return nil, now, err
 		}
-		cells, err := lease.Cells(s, w)
-		if err != nil {
-			return nil, now, err
-		}
-		ready, err := lease.Ready(s, w, now, 0)
-		if err != nil {
-			return nil, now, err
-		}
-		isReady := map[string]bool{}
-		for _, r := range ready {
-			isReady[r.Cell] = true
-		}
-		ws := WaveStatus{Wave: w, Counts: wv.Counts, Cells: []CellStatus{}}
+		ws := WaveStatus{Wave: w, Counts: wv.Counts, Cells: make([]CellStatus, 0, len(cells))}
 		for _, cl := range cells {
-			cs := CellStatus{Cell: cl.ID, State: cl.State, Epoch: cl.Epoch, Ready: isReady[cl.ID]}
+			cs := CellStatus{Cell: cl.ID, State: cl.State, Epoch: cl.Epoch, Ready: cl.Ready}
 			if cl.Lease != nil {
 				cs.Holder, cs.ExpiresAt = cl.Lease.Actor, cl.Lease.ExpiresAt
 				if t, err := chain.ParseTime(cl.Lease.ExpiresAt); err == nil {

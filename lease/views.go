@@ -159,25 +159,63 @@ func first(c []Candidate) *Candidate {
 	return &c[0]
 }
 
-// Cells returns every cell of a wave in plan order (for views; it reads the
-// whole wave).
-func Cells(kv chain.KV, wave string) ([]*Cell, error) {
+// StatusCell is what a status view shows of one cell.
+type StatusCell struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Epoch int64  `json:"epoch"`
+	Lease *Lease `json:"lease"`
+	// Ready: a claim could take the cell at the time the view asked about,
+	// exactly when Ready lists it (pending with its deps done, or claimed
+	// with its lease expired).
+	Ready bool `json:"-"`
+}
+
+// WaveCells returns a wave's summary and every cell of it in plan order, as
+// a status view shows them at time now. It reads the summary, each order
+// chunk and each cell once, and decodes of a cell only the fields of a
+// StatusCell (a cell's history grows with every entry about it); a cell
+// that is not valid JSON is CORRUPT as when it is read whole.
+func WaveCells(kv chain.KV, wave string, now time.Time) (*Wave, []StatusCell, error) {
 	t := newTxn(kv)
 	wv, err := t.wave(wave)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	rb, err := decodeBitmap(wv.Ready, wv.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	hb, err := decodeBitmap(wv.Held, wv.Size)
+	if err != nil {
+		return nil, nil, err
 	}
 	ids, err := CellIDs(kv, wv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]*Cell, len(ids))
+	out := make([]StatusCell, len(ids))
 	for i, id := range ids {
-		if out[i], err = t.cell(wave, id); err != nil {
-			return nil, err
+		c := &out[i]
+		ok, err := t.load(cellKey(wave, id), c)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			return nil, nil, errs.New(errs.CellMissing, "cell not found: %s/%s", wave, id).With("wave", wave).With("cell", id)
+		}
+		// As Ready decides: the ready bit (pendingReady), or a held cell
+		// whose lease expired at now (expiredHeld).
+		c.Ready = rb.has(i)
+		if hb.has(i) && c.Lease != nil {
+			expired, err := expiredAt(c.Lease.ExpiresAt, now)
+			if err != nil {
+				return nil, nil, err
+			}
+			c.Ready = c.Ready || expired
 		}
 	}
-	return out, nil
+	return wv, out, nil
 }
 
 // PathHold is a live lease on repository paths: a path lock, or the declared

@@ -503,9 +503,13 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 	var firstFresh, firstExpired string
 	for _, wave := range m.waves {
 		wv := w.wave(wave)
-		cells, err := lease.Cells(w.kv, wave)
+		ids, err := lease.CellIDs(w.kv, wv)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var cells []*lease.Cell
+		for _, id := range ids {
+			cells = append(cells, w.cell(wave, id))
 		}
 		if wv.Size != len(cells) {
 			fail("wave %s size %d, %d cells", wave, wv.Size, len(cells))
@@ -582,6 +586,21 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 		}
 		if !slices.Equal(got, want) {
 			fail("Ready(%s) = %v, model %v", wave, got, want)
+		}
+		// The status view: every cell as read whole, ready as Ready says.
+		swv, status, err := lease.WaveCells(w.kv, wave, w.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(swv, wv) || len(status) != len(cells) {
+			fail("WaveCells(%s): summary %+v and %d cells, want %+v and %d", wave, swv, len(status), wv, len(cells))
+		}
+		for i, sc := range status {
+			c := cells[i]
+			if sc.ID != c.ID || sc.State != c.State || sc.Epoch != c.Epoch || !reflect.DeepEqual(sc.Lease, c.Lease) ||
+				sc.Ready != slices.Contains(want, c.ID) {
+				fail("WaveCells(%s)[%d] = %+v, cell %+v, ready %v", wave, i, sc, c, slices.Contains(want, c.ID))
+			}
 		}
 		next, err := lease.Next(w.kv, wave, w.now)
 		if err != nil {
@@ -670,5 +689,51 @@ func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
 		if strings.Contains(key, "/order/") && reads > 2 {
 			t.Errorf("%s read %d times listing %d cells (once for the pending, once for the expired)", key, reads, n)
 		}
+	}
+}
+
+// The status view of a wave reads its summary, each order chunk and each
+// cell once, held cells included: Cells and Ready composed read the summary
+// three times, every order chunk twice and each claimed cell twice.
+func TestWaveCellsReadsEachKeyOnce(t *testing.T) {
+	w := newWorld(t)
+	const n = 1000 // four chunks of 256
+	cells := make([]pc, n)
+	for i := range cells {
+		cells[i] = pc{ID: fmt.Sprintf("c%04d", i)}
+	}
+	w.plan("big", cells...)
+	for i := 0; i < n; i += 3 {
+		w.ok("claim", "a", claimB("big", fmt.Sprintf("c%04d", i)))
+	}
+	w.set(time.Hour) // the claims so far (TTL 1800 s) expired
+	for i := 1; i < n; i += 3 {
+		w.ok("claim", "b", claimB("big", fmt.Sprintf("c%04d", i)))
+	}
+	kv := countingKV{w.kv, map[string]int{}}
+	_, status, err := lease.WaveCells(kv, "big", w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, held := 0, 0
+	for _, c := range status {
+		if c.Ready {
+			ready++
+		}
+		if c.Lease != nil {
+			held++
+		}
+	}
+	// c0000, c0003, …: expired (ready); c0001, c0004, …: live; the rest pending.
+	if want := (n+2)/3 + n/3; ready != want || held != (n+2)/3+(n+1)/3 {
+		t.Fatalf("%d ready and %d held of %d, want %d ready and %d held", ready, held, n, want, (n+2)/3+(n+1)/3)
+	}
+	for key, reads := range kv.reads {
+		if reads != 1 {
+			t.Errorf("%s read %d times for one status of the wave", key, reads)
+		}
+	}
+	if cellReads := len(kv.reads) - 1 - (n+255)/256; cellReads != n {
+		t.Errorf("%d keys read besides the summary and the order chunks, want the %d cells", cellReads, n)
 	}
 }
