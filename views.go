@@ -2,6 +2,7 @@ package tally
 
 import (
 	"encoding/json"
+	"runtime"
 	"sort"
 	"time"
 
@@ -41,9 +42,13 @@ func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
 	if err != nil {
 		return nil, now, err
 	}
+	more, err := c.readers(s)
+	if err != nil {
+		return nil, now, err
+	}
 	out := []WaveStatus{}
 	for _, w := range waves {
-		wv, cells, err := lease.WaveCells(s, w, now)
+		wv, cells, err := lease.WaveCells(s, w, now, more...)
 		if err != nil {
 			return nil, now, err
 		}
@@ -69,6 +74,22 @@ func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
 		out = append(out, ws)
 	}
 	return out, now, nil
+}
+
+// readers opens further readers of snapshot s's state, one for each core
+// but the first, for the views that read a big wave's cells in parallel
+// (lease.WaveCells): a snapshot's tree is not safe for concurrent use, the
+// object database under it is.
+func (c *Client) readers(s *ledger.Snapshot) ([]chain.KV, error) {
+	var more []chain.KV
+	for range runtime.GOMAXPROCS(0) - 1 {
+		r, err := c.L.SnapshotAt(s.Commit)
+		if err != nil {
+			return nil, err
+		}
+		more = append(more, r)
+	}
+	return more, nil
 }
 
 func (c *Client) waves(s *ledger.Snapshot, wave string) ([]string, error) {

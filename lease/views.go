@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -176,7 +177,14 @@ type StatusCell struct {
 // chunk and each cell once, and decodes of a cell only the fields of a
 // StatusCell (a cell's history grows with every entry about it); a cell
 // that is not valid JSON is CORRUPT as when it is read whole.
-func WaveCells(kv chain.KV, wave string, now time.Time) (*Wave, []StatusCell, error) {
+//
+// more are further readers of the same state as kv, for a big wave: its
+// cells are then read in up to 1+len(more) contiguous parts of the plan
+// order at once, each part by one reader in a goroutine of its own (a
+// reader need not be safe for concurrent use), none smaller than
+// parallelCells. The answer, and the error when reads fail (the first
+// failing cell's in plan order), are those of one reader.
+func WaveCells(kv chain.KV, wave string, now time.Time, more ...chain.KV) (*Wave, []StatusCell, error) {
 	t := newTxn(kv)
 	wv, err := t.wave(wave)
 	if err != nil {
@@ -195,14 +203,38 @@ func WaveCells(kv chain.KV, wave string, now time.Time) (*Wave, []StatusCell, er
 		return nil, nil, err
 	}
 	out := make([]StatusCell, len(ids))
-	for i, id := range ids {
-		c := &out[i]
-		ok, err := t.load(cellKey(wave, id), c)
+	readers := append([]chain.KV{kv}, more...)[:max(1, min(1+len(more), len(ids)/parallelCells))]
+	part := (len(ids) + len(readers) - 1) / len(readers)
+	failed := make([]error, len(readers))
+	var wg sync.WaitGroup
+	for k, r := range readers {
+		lo, hi := k*part, min(len(ids), (k+1)*part)
+		wg.Go(func() { failed[k] = statusCells(newTxn(r), wave, ids, lo, hi, rb, hb, now, out) })
+	}
+	wg.Wait()
+	for _, err := range failed {
 		if err != nil {
 			return nil, nil, err
 		}
+	}
+	return wv, out, nil
+}
+
+// parallelCells is the fewest cells WaveCells gives a reader of their own:
+// below it a goroutine and a reader's tree walk cost about what they save.
+const parallelCells = 2048
+
+// statusCells reads cells lo to hi of a wave's plan order (ids) into out,
+// through t.
+func statusCells(t *txn, wave string, ids []string, lo, hi int, rb, hb bitmap, now time.Time, out []StatusCell) error {
+	for i := lo; i < hi; i++ {
+		c, id := &out[i], ids[i]
+		ok, err := t.load(cellKey(wave, id), c)
+		if err != nil {
+			return err
+		}
 		if !ok {
-			return nil, nil, errs.New(errs.CellMissing, "cell not found: %s/%s", wave, id).With("wave", wave).With("cell", id)
+			return errs.New(errs.CellMissing, "cell not found: %s/%s", wave, id).With("wave", wave).With("cell", id)
 		}
 		// As Ready decides: the ready bit (pendingReady), or a held cell
 		// whose lease expired at now (expiredHeld).
@@ -210,12 +242,12 @@ func WaveCells(kv chain.KV, wave string, now time.Time) (*Wave, []StatusCell, er
 		if hb.has(i) && c.Lease != nil {
 			expired, err := expiredAt(c.Lease.ExpiresAt, now)
 			if err != nil {
-				return nil, nil, err
+				return err
 			}
 			c.Ready = c.Ready || expired
 		}
 	}
-	return wv, out, nil
+	return nil
 }
 
 // PathHold is a live lease on repository paths: a path lock, or the declared

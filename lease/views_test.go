@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -735,5 +736,84 @@ func TestWaveCellsReadsEachKeyOnce(t *testing.T) {
 	}
 	if cellReads := len(kv.reads) - 1 - (n+255)/256; cellReads != n {
 		t.Errorf("%d keys read besides the summary and the order chunks, want the %d cells", cellReads, n)
+	}
+}
+
+// soloKV is a reader that fails a test used by two goroutines at once, as
+// a snapshot's tree would break.
+type soloKV struct {
+	memKV
+	t     *testing.T
+	inUse *atomic.Bool
+	reads *atomic.Int64
+}
+
+func (s soloKV) Get(key string) ([]byte, bool, error) {
+	if !s.inUse.CompareAndSwap(false, true) {
+		s.t.Errorf("a reader used by two goroutines at once (reading %s)", key)
+		return s.memKV.Get(key)
+	}
+	defer s.inUse.Store(false)
+	s.reads.Add(1)
+	return s.memKV.Get(key)
+}
+
+func newSoloKV(t *testing.T, kv memKV) soloKV {
+	return soloKV{kv, t, new(atomic.Bool), new(atomic.Int64)}
+}
+
+// A big wave's status read in parts by several readers is the status one
+// reader gives: the same cells in the same order, each reader used by one
+// goroutine at a time and each doing a share of the reads. A cell missing
+// from two parts is CELL-MISSING for the first in plan order, as with one
+// reader.
+func TestWaveCellsInPartsIsOneReader(t *testing.T) {
+	w := newWorld(t)
+	const n = 3*2048 + 100 // three parts of at least 2048 cells
+	cells := make([]pc, n)
+	for i := range cells {
+		cells[i] = pc{ID: fmt.Sprintf("c%05d", i)}
+		if i%97 > 1 && i%89 > 1 && i%9 == 8 { // not among the claimed below
+			cells[i].Deps = []string{fmt.Sprintf("c%05d", i-1)}
+		}
+	}
+	w.plan("big", cells...)
+	for i := 0; i < n; i += 97 {
+		w.ok("claim", "a", claimB("big", fmt.Sprintf("c%05d", i)))
+	}
+	w.set(time.Hour)
+	for i := 1; i < n; i += 89 {
+		w.ok("claim", "b", claimB("big", fmt.Sprintf("c%05d", i)))
+	}
+	wantWave, want, err := lease.WaveCells(w.kv, "big", w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := []soloKV{newSoloKV(t, w.kv), newSoloKV(t, w.kv), newSoloKV(t, w.kv), newSoloKV(t, w.kv)}
+	gotWave, got, err := lease.WaveCells(readers[0], "big", w.now, readers[1], readers[2], readers[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotWave, wantWave) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("in parts: %d cells differ from one reader's %d", len(got), len(want))
+	}
+	for k, r := range readers[:3] {
+		if reads := r.reads.Load(); reads < 2048 {
+			t.Errorf("reader %d read %d keys, want a part of at least 2048 cells", k, reads)
+		}
+	}
+	if reads := readers[3].reads.Load(); reads != 0 {
+		t.Errorf("a fourth reader read %d keys of a wave of three parts", reads)
+	}
+
+	damaged := w.kv.clone()
+	for key := range damaged {
+		if strings.HasSuffix(key, "/c05000") || strings.HasSuffix(key, "/c03000") {
+			delete(damaged, key)
+		}
+	}
+	_, _, err = lease.WaveCells(newSoloKV(t, damaged), "big", w.now, newSoloKV(t, damaged), newSoloKV(t, damaged))
+	if e := errs.From(err); e == nil || e.Code != errs.CellMissing || !strings.Contains(e.Message, "big/c03000") {
+		t.Fatalf("two cells missing: %v, want CELL-MISSING for big/c03000, the first", err)
 	}
 }
