@@ -3,7 +3,6 @@ package tally_test
 import (
 	"fmt"
 	"reflect"
-	"sort"
 	"testing"
 	"time"
 
@@ -77,24 +76,40 @@ func TestStatusOfABigPlanAgreesWithTheCells(t *testing.T) {
 			}
 			ws.Cells = append(ws.Cells, cs)
 		}
-		sort.SliceStable(ws.Cells, func(i, j int) bool {
-			ci, cj := ws.Cells[i], ws.Cells[j]
-			if (ci.Holder != "") != (cj.Holder != "") {
-				return ci.Holder != ""
-			}
-			return ci.ExpiresAt < cj.ExpiresAt
-		})
 		want = append(want, ws)
 	}
-	if !reflect.DeepEqual(got, want) {
-		for w := range min(len(got), len(want)) {
-			for i := range min(len(got[w].Cells), len(want[w].Cells)) {
-				if g, x := got[w].Cells[i], want[w].Cells[i]; !reflect.DeepEqual(g, x) {
-					t.Fatalf("wave %s, row %d: %+v, want %+v", want[w].Wave, i, g, x)
-				}
+	if len(got) != len(want) {
+		t.Fatalf("status of %d waves, want %d", len(got), len(want))
+	}
+	for w, ws := range want {
+		g := got[w]
+		if g.Wave != ws.Wave || !reflect.DeepEqual(g.Counts, ws.Counts) || len(g.Cells) != len(ws.Cells) {
+			t.Fatalf("wave %d: %s %v with %d rows, want %s %v with %d", w, g.Wave, g.Counts, len(g.Cells), ws.Wave, ws.Counts, len(ws.Cells))
+		}
+		// The rows are the cells, each once: claimed ones first, soonest
+		// expiry first, and otherwise in plan order.
+		index := map[string]int{}
+		for i, c := range ws.Cells {
+			index[c.Cell] = i
+		}
+		for i, row := range g.Cells {
+			if x := ws.Cells[index[row.Cell]]; !reflect.DeepEqual(row, x) {
+				t.Fatalf("wave %s, row %d: %+v, want %+v", ws.Wave, i, row, x)
+			}
+			if i == 0 {
+				continue
+			}
+			prev := g.Cells[i-1]
+			held, prevHeld := row.Holder != "", prev.Holder != ""
+			switch {
+			case held && !prevHeld:
+				t.Fatalf("wave %s, row %d: claimed %s after unclaimed %s", ws.Wave, i, row.Cell, prev.Cell)
+			case held && prevHeld && row.ExpiresAt < prev.ExpiresAt:
+				t.Fatalf("wave %s, row %d: %s expires at %s, before %s above it at %s", ws.Wave, i, row.Cell, row.ExpiresAt, prev.Cell, prev.ExpiresAt)
+			case held == prevHeld && row.ExpiresAt == prev.ExpiresAt && index[row.Cell] < index[prev.Cell]:
+				t.Fatalf("wave %s, row %d: %s above %s, out of plan order", ws.Wave, i, prev.Cell, row.Cell)
 			}
 		}
-		t.Fatalf("status differs from the cells read whole: %d waves, want %d", len(got), len(want))
 	}
 	// The plan covers every kind of row a status shows.
 	kinds := map[string]bool{}

@@ -663,12 +663,10 @@ func (c countingKV) Get(key string) ([]byte, bool, error) {
 	return c.memKV.Get(key)
 }
 
-// Ready and the views over a wave read each order chunk once, however many
-// of its cells they list: a status of a 20k-cell wave decoded one chunk of
-// 256 ids per cell (3 s and 395 MB for a view).
-func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
+// thirdsClaimed is a world with a wave "big" of n cells c0000, c0001, …,
+// every third from the first claimed by actor a (TTL 1800 s).
+func thirdsClaimed(t *testing.T, n int) *world {
 	w := newWorld(t)
-	const n = 1000 // four chunks of 256
 	cells := make([]pc, n)
 	for i := range cells {
 		cells[i] = pc{ID: fmt.Sprintf("c%04d", i)}
@@ -677,6 +675,15 @@ func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
 	for i := 0; i < n; i += 3 {
 		w.ok("claim", "a", claimB("big", fmt.Sprintf("c%04d", i)))
 	}
+	return w
+}
+
+// Ready and the views over a wave read each order chunk once, however many
+// of its cells they list: a status of a 20k-cell wave decoded one chunk of
+// 256 ids per cell (3 s and 395 MB for a view).
+func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
+	const n = 1000 // four chunks of 256
+	w := thirdsClaimed(t, n)
 	kv := countingKV{w.kv, map[string]int{}}
 	w.set(time.Hour) // every claim (TTL 1800 s) expired: Ready lists pending and expired cells
 	ready, err := lease.Ready(kv, "big", w.now, 0)
@@ -697,16 +704,8 @@ func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
 // cell once, held cells included: Cells and Ready composed read the summary
 // three times, every order chunk twice and each claimed cell twice.
 func TestWaveCellsReadsEachKeyOnce(t *testing.T) {
-	w := newWorld(t)
 	const n = 1000 // four chunks of 256
-	cells := make([]pc, n)
-	for i := range cells {
-		cells[i] = pc{ID: fmt.Sprintf("c%04d", i)}
-	}
-	w.plan("big", cells...)
-	for i := 0; i < n; i += 3 {
-		w.ok("claim", "a", claimB("big", fmt.Sprintf("c%04d", i)))
-	}
+	w := thirdsClaimed(t, n)
 	w.set(time.Hour) // the claims so far (TTL 1800 s) expired
 	for i := 1; i < n; i += 3 {
 		w.ok("claim", "b", claimB("big", fmt.Sprintf("c%04d", i)))
