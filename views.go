@@ -2,6 +2,7 @@ package tally
 
 import (
 	"encoding/json"
+	"runtime"
 	"sort"
 	"time"
 
@@ -41,27 +42,19 @@ func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
 	if err != nil {
 		return nil, now, err
 	}
+	more, err := c.readers(s)
+	if err != nil {
+		return nil, now, err
+	}
 	out := []WaveStatus{}
 	for _, w := range waves {
-		wv, err := lease.ReadWave(s, w)
+		wv, cells, err := lease.WaveCells(s, w, now, more...)
 		if err != nil {
 			return nil, now, err
 		}
-		cells, err := lease.Cells(s, w)
-		if err != nil {
-			return nil, now, err
-		}
-		ready, err := lease.Ready(s, w, now, 0)
-		if err != nil {
-			return nil, now, err
-		}
-		isReady := map[string]bool{}
-		for _, r := range ready {
-			isReady[r.Cell] = true
-		}
-		ws := WaveStatus{Wave: w, Counts: wv.Counts, Cells: []CellStatus{}}
+		ws := WaveStatus{Wave: w, Counts: wv.Counts, Cells: make([]CellStatus, 0, len(cells))}
 		for _, cl := range cells {
-			cs := CellStatus{Cell: cl.ID, State: cl.State, Epoch: cl.Epoch, Ready: isReady[cl.ID]}
+			cs := CellStatus{Cell: cl.ID, State: cl.State, Epoch: cl.Epoch, Ready: cl.Ready}
 			if cl.Lease != nil {
 				cs.Holder, cs.ExpiresAt = cl.Lease.Actor, cl.Lease.ExpiresAt
 				if t, err := chain.ParseTime(cl.Lease.ExpiresAt); err == nil {
@@ -81,6 +74,22 @@ func (c *Client) Status(wave string) ([]WaveStatus, time.Time, error) {
 		out = append(out, ws)
 	}
 	return out, now, nil
+}
+
+// readers opens further readers of snapshot s's state, one for each core
+// but the first, for the views that read a big wave's cells in parallel
+// (lease.WaveCells): a snapshot's tree is not safe for concurrent use, the
+// object database under it is.
+func (c *Client) readers(s *ledger.Snapshot) ([]chain.KV, error) {
+	var more []chain.KV
+	for range runtime.GOMAXPROCS(0) - 1 {
+		r, err := c.L.SnapshotAt(s.Commit)
+		if err != nil {
+			return nil, err
+		}
+		more = append(more, r)
+	}
+	return more, nil
 }
 
 func (c *Client) waves(s *ledger.Snapshot, wave string) ([]string, error) {

@@ -28,7 +28,8 @@ var (
 // daemon, and in fresh clones measures, side by side in one run, wall and
 // peak RSS (/usr/bin/time) of the first `tally --remote origin verify` and
 // `status` with the key trusted, the status view alone in the complete
-// repository, git fetching the ledger ref with --depth=1, and the path
+// repository, git fetching the ledger ref with --depth=1 (as git offers
+// haves, and without them as a first contact fetches), and the path
 // without a key beside git fetching all of the ref's history. With
 // -fcafter N the ledger first grows N entries past the checkpoint, which the
 // trusted first contact then fetches (deepening) and replays.
@@ -88,7 +89,7 @@ func (b *bench) firstContactBench() {
 		return dir
 	}
 	fromCP := `"from":{"checkpoint_size":` + strconv.Itoa(res.Size)
-	var verifyT, statusT, statusLocal, shallow, verifyU, full sample
+	var verifyT, statusT, statusLocal, shallow, shallowNoHaves, verifyU, full sample
 	for i := 0; i < *fcRuns; i++ {
 		if out := measure(&verifyT, trustedArg(clone("verify")), b.tally, "--remote", "origin", "verify", "--json"); !strings.Contains(out, fromCP) {
 			die(fmt.Errorf("trusted first verify did not start from the checkpoint: %.300s", out))
@@ -98,6 +99,8 @@ func (b *bench) firstContactBench() {
 		}
 		measure(&statusLocal, empty, b.tally, "status", "--json")
 		measure(&shallow, clone("git-shallow"), "git", "fetch", "-q", "--depth=1", "origin", "refs/tally/ledger:refs/remotes/origin/tally/ledger")
+		// What a first contact's fetch asks of the server: no haves.
+		measure(&shallowNoHaves, clone("git-shallow-nohaves"), "git", "-c", "fetch.negotiationAlgorithm=noop", "fetch", "-q", "--depth=1", "origin", "refs/tally/ledger:refs/remotes/origin/tally/ledger")
 	}
 	for i := 0; i < *fcFullRuns; i++ {
 		if out := measure(&verifyU, clone("untrusted"), b.tally, "--remote", "origin", "verify", "--json"); strings.Contains(out, `"from":`) {
@@ -128,16 +131,28 @@ func (b *bench) firstContactBench() {
 		{"`tally --remote origin status --json`, key trusted", statusT},
 		{"`tally status --json` in the complete served repository (the view alone)", statusLocal},
 		{"`git fetch --depth=1` of refs/tally/ledger", shallow},
+		{"`git -c fetch.negotiationAlgorithm=noop fetch --depth=1` of refs/tally/ledger (no haves)", shallowNoHaves},
 		{"`tally --remote origin verify --json`, no key (all history, from genesis)", verifyU},
 		{"`git fetch` of refs/tally/ledger (all history)", full},
 	} {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.name, span(r.s.wall, "s"), span(r.s.rss, "MB"), strings.Join(r.s.failed, "; "))
 	}
-	ratios := make([]float64, len(verifyT.wall))
-	for i := range ratios {
-		ratios[i] = verifyT.wall[i] / shallow.wall[i]
+	fmt.Println()
+	for _, r := range []struct {
+		name     string
+		num, den sample
+	}{
+		{"trusted first verify / git fetch --depth=1", verifyT, shallow},
+		{"trusted first status / git fetch --depth=1", statusT, shallow},
+		{"trusted first verify / git fetch --depth=1 without haves", verifyT, shallowNoHaves},
+		{"trusted first status / git fetch --depth=1 without haves", statusT, shallowNoHaves},
+	} {
+		ratios := make([]float64, len(r.num.wall))
+		for i := range ratios {
+			ratios[i] = r.num.wall[i] / r.den.wall[i]
+		}
+		fmt.Printf("%s, paired by run: %s\n", r.name, span(ratios, "×"))
 	}
-	fmt.Printf("\ntrusted first verify / git fetch --depth=1, paired by run: %s\n", span(ratios, "×"))
 }
 
 // daemon serves b.dir read-only with git daemon on a free loopback port

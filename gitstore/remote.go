@@ -214,13 +214,34 @@ const FullDepth = 1<<31 - 1
 // shallow file (Shallow). Depth 0 is a plain fetch, which in a shallow
 // repository fetches what is new and keeps the boundary where it is.
 func (r *Repo) FetchRefDepth(remote string, depth int, ref, tracking string, optional ...RefPair) (ObjectID, error) {
+	return r.fetchRef(remote, depth, true, ref, tracking, optional...)
+}
+
+// FetchRefFresh is FetchRefDepth for a repository that has none of the
+// history it fetches (a first contact): it offers the server no haves
+// (fetch.negotiationAlgorithm=noop), so the server sends everything the
+// fetch asks for. The commits of unrelated branches, which git would offer,
+// can save nothing, and they cost the server a walk of the wanted history
+// down to their commit dates before it gives up on them (upload-pack's
+// ok_to_give_up): 1.4 s of a 3 s shallow fetch of a 100k-entry ledger.
+func (r *Repo) FetchRefFresh(remote string, depth int, ref, tracking string, optional ...RefPair) (ObjectID, error) {
+	return r.fetchRef(remote, depth, false, ref, tracking, optional...)
+}
+
+// fetchRef is FetchRefDepth, offering the server the repository's commits as
+// haves only when haves is set.
+func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking string, optional ...RefPair) (ObjectID, error) {
 	specs := []string{"+" + ref + ":" + tracking}
 	for _, o := range optional {
 		specs = append(specs, "+"+o.Ref+"*:"+o.Tracking+"*")
 	}
-	args := []string{"-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--no-tags",
+	args := []string{"-c", "fetch.unpackLimit=1"}
+	if !haves {
+		args = append(args, "-c", "fetch.negotiationAlgorithm=noop")
+	}
+	args = append(args, "fetch", "--quiet", "--no-tags",
 		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--no-prune",
-		"--no-show-forced-updates", "--refmap="}
+		"--no-show-forced-updates", "--refmap=")
 	if depth > 0 {
 		args = append(args, "--depth="+strconv.Itoa(depth))
 	}

@@ -276,6 +276,9 @@ func (b bitmap) set(i int, v bool) {
 	}
 }
 
+// has reports whether bit i is set.
+func (b bitmap) has(i int) bool { return b[i/8]&(1<<(i%8)) != 0 }
+
 // indexes returns the set bits in increasing order.
 func (b bitmap) indexes() []int {
 	var out []int

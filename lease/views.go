@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -159,25 +160,94 @@ func first(c []Candidate) *Candidate {
 	return &c[0]
 }
 
-// Cells returns every cell of a wave in plan order (for views; it reads the
-// whole wave).
-func Cells(kv chain.KV, wave string) ([]*Cell, error) {
+// StatusCell is what a status view shows of one cell.
+type StatusCell struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Epoch int64  `json:"epoch"`
+	Lease *Lease `json:"lease"`
+	// Ready: a claim could take the cell at the time the view asked about,
+	// exactly when Ready lists it (pending with its deps done, or claimed
+	// with its lease expired).
+	Ready bool `json:"-"`
+}
+
+// WaveCells returns a wave's summary and every cell of it in plan order, as
+// a status view shows them at time now. It reads the summary, each order
+// chunk and each cell once, and decodes of a cell only the fields of a
+// StatusCell (a cell's history grows with every entry about it); a cell
+// that is not valid JSON is CORRUPT as when it is read whole.
+//
+// more are further readers of the same state as kv, for a big wave: its
+// cells are then read in up to 1+len(more) contiguous parts of the plan
+// order at once, each part by one reader in a goroutine of its own (a
+// reader need not be safe for concurrent use), none smaller than
+// parallelCells. The answer, and the error when reads fail (the first
+// failing cell's in plan order), are those of one reader.
+func WaveCells(kv chain.KV, wave string, now time.Time, more ...chain.KV) (*Wave, []StatusCell, error) {
 	t := newTxn(kv)
 	wv, err := t.wave(wave)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	rb, err := decodeBitmap(wv.Ready, wv.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	hb, err := decodeBitmap(wv.Held, wv.Size)
+	if err != nil {
+		return nil, nil, err
 	}
 	ids, err := CellIDs(kv, wv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]*Cell, len(ids))
-	for i, id := range ids {
-		if out[i], err = t.cell(wave, id); err != nil {
-			return nil, err
+	out := make([]StatusCell, len(ids))
+	readers := append([]chain.KV{kv}, more...)[:max(1, min(1+len(more), len(ids)/parallelCells))]
+	part := (len(ids) + len(readers) - 1) / len(readers)
+	failed := make([]error, len(readers))
+	var wg sync.WaitGroup
+	for k, r := range readers {
+		lo, hi := k*part, min(len(ids), (k+1)*part)
+		wg.Go(func() { failed[k] = statusCells(newTxn(r), wave, ids, lo, hi, rb, hb, now, out) })
+	}
+	wg.Wait()
+	for _, err := range failed {
+		if err != nil {
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return wv, out, nil
+}
+
+// parallelCells is the fewest cells WaveCells gives a reader of their own:
+// below it a goroutine and a reader's tree walk cost about what they save.
+const parallelCells = 2048
+
+// statusCells reads cells lo to hi of a wave's plan order (ids) into out,
+// through t.
+func statusCells(t *txn, wave string, ids []string, lo, hi int, rb, hb bitmap, now time.Time, out []StatusCell) error {
+	for i := lo; i < hi; i++ {
+		c, id := &out[i], ids[i]
+		ok, err := t.load(cellKey(wave, id), c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errs.New(errs.CellMissing, "cell not found: %s/%s", wave, id).With("wave", wave).With("cell", id)
+		}
+		// As Ready decides: the ready bit (pendingReady), or a held cell
+		// whose lease expired at now (expiredHeld).
+		c.Ready = rb.has(i)
+		if hb.has(i) && c.Lease != nil {
+			expired, err := expiredAt(c.Lease.ExpiresAt, now)
+			if err != nil {
+				return err
+			}
+			c.Ready = c.Ready || expired
+		}
+	}
+	return nil
 }
 
 // PathHold is a live lease on repository paths: a path lock, or the declared

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -503,9 +504,13 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 	var firstFresh, firstExpired string
 	for _, wave := range m.waves {
 		wv := w.wave(wave)
-		cells, err := lease.Cells(w.kv, wave)
+		ids, err := lease.CellIDs(w.kv, wv)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var cells []*lease.Cell
+		for _, id := range ids {
+			cells = append(cells, w.cell(wave, id))
 		}
 		if wv.Size != len(cells) {
 			fail("wave %s size %d, %d cells", wave, wv.Size, len(cells))
@@ -583,6 +588,21 @@ func checkAll(t *testing.T, w *world, m *model, step int, last any) {
 		if !slices.Equal(got, want) {
 			fail("Ready(%s) = %v, model %v", wave, got, want)
 		}
+		// The status view: every cell as read whole, ready as Ready says.
+		swv, status, err := lease.WaveCells(w.kv, wave, w.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(swv, wv) || len(status) != len(cells) {
+			fail("WaveCells(%s): summary %+v and %d cells, want %+v and %d", wave, swv, len(status), wv, len(cells))
+		}
+		for i, sc := range status {
+			c := cells[i]
+			if sc.ID != c.ID || sc.State != c.State || sc.Epoch != c.Epoch || !reflect.DeepEqual(sc.Lease, c.Lease) ||
+				sc.Ready != slices.Contains(want, c.ID) {
+				fail("WaveCells(%s)[%d] = %+v, cell %+v, ready %v", wave, i, sc, c, slices.Contains(want, c.ID))
+			}
+		}
 		next, err := lease.Next(w.kv, wave, w.now)
 		if err != nil {
 			t.Fatal(err)
@@ -643,12 +663,10 @@ func (c countingKV) Get(key string) ([]byte, bool, error) {
 	return c.memKV.Get(key)
 }
 
-// Ready and the views over a wave read each order chunk once, however many
-// of its cells they list: a status of a 20k-cell wave decoded one chunk of
-// 256 ids per cell (3 s and 395 MB for a view).
-func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
+// thirdsClaimed is a world with a wave "big" of n cells c0000, c0001, …,
+// every third from the first claimed by actor a (TTL 1800 s).
+func thirdsClaimed(t *testing.T, n int) *world {
 	w := newWorld(t)
-	const n = 1000 // four chunks of 256
 	cells := make([]pc, n)
 	for i := range cells {
 		cells[i] = pc{ID: fmt.Sprintf("c%04d", i)}
@@ -657,6 +675,15 @@ func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
 	for i := 0; i < n; i += 3 {
 		w.ok("claim", "a", claimB("big", fmt.Sprintf("c%04d", i)))
 	}
+	return w
+}
+
+// Ready and the views over a wave read each order chunk once, however many
+// of its cells they list: a status of a 20k-cell wave decoded one chunk of
+// 256 ids per cell (3 s and 395 MB for a view).
+func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
+	const n = 1000 // four chunks of 256
+	w := thirdsClaimed(t, n)
 	kv := countingKV{w.kv, map[string]int{}}
 	w.set(time.Hour) // every claim (TTL 1800 s) expired: Ready lists pending and expired cells
 	ready, err := lease.Ready(kv, "big", w.now, 0)
@@ -670,5 +697,122 @@ func TestReadyReadsEachOrderChunkOnce(t *testing.T) {
 		if strings.Contains(key, "/order/") && reads > 2 {
 			t.Errorf("%s read %d times listing %d cells (once for the pending, once for the expired)", key, reads, n)
 		}
+	}
+}
+
+// The status view of a wave reads its summary, each order chunk and each
+// cell once, held cells included: Cells and Ready composed read the summary
+// three times, every order chunk twice and each claimed cell twice.
+func TestWaveCellsReadsEachKeyOnce(t *testing.T) {
+	const n = 1000 // four chunks of 256
+	w := thirdsClaimed(t, n)
+	w.set(time.Hour) // the claims so far (TTL 1800 s) expired
+	for i := 1; i < n; i += 3 {
+		w.ok("claim", "b", claimB("big", fmt.Sprintf("c%04d", i)))
+	}
+	kv := countingKV{w.kv, map[string]int{}}
+	_, status, err := lease.WaveCells(kv, "big", w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, held := 0, 0
+	for _, c := range status {
+		if c.Ready {
+			ready++
+		}
+		if c.Lease != nil {
+			held++
+		}
+	}
+	// c0000, c0003, …: expired (ready); c0001, c0004, …: live; the rest pending.
+	if want := (n+2)/3 + n/3; ready != want || held != (n+2)/3+(n+1)/3 {
+		t.Fatalf("%d ready and %d held of %d, want %d ready and %d held", ready, held, n, want, (n+2)/3+(n+1)/3)
+	}
+	for key, reads := range kv.reads {
+		if reads != 1 {
+			t.Errorf("%s read %d times for one status of the wave", key, reads)
+		}
+	}
+	if cellReads := len(kv.reads) - 1 - (n+255)/256; cellReads != n {
+		t.Errorf("%d keys read besides the summary and the order chunks, want the %d cells", cellReads, n)
+	}
+}
+
+// soloKV is a reader that fails a test used by two goroutines at once, as
+// a snapshot's tree would break.
+type soloKV struct {
+	memKV
+	t     *testing.T
+	inUse *atomic.Bool
+	reads *atomic.Int64
+}
+
+func (s soloKV) Get(key string) ([]byte, bool, error) {
+	if !s.inUse.CompareAndSwap(false, true) {
+		s.t.Errorf("a reader used by two goroutines at once (reading %s)", key)
+		return s.memKV.Get(key)
+	}
+	defer s.inUse.Store(false)
+	s.reads.Add(1)
+	return s.memKV.Get(key)
+}
+
+func newSoloKV(t *testing.T, kv memKV) soloKV {
+	return soloKV{kv, t, new(atomic.Bool), new(atomic.Int64)}
+}
+
+// A big wave's status read in parts by several readers is the status one
+// reader gives: the same cells in the same order, each reader used by one
+// goroutine at a time and each doing a share of the reads. A cell missing
+// from two parts is CELL-MISSING for the first in plan order, as with one
+// reader.
+func TestWaveCellsInPartsIsOneReader(t *testing.T) {
+	w := newWorld(t)
+	const n = 3*2048 + 100 // three parts of at least 2048 cells
+	cells := make([]pc, n)
+	for i := range cells {
+		cells[i] = pc{ID: fmt.Sprintf("c%05d", i)}
+		if i%97 > 1 && i%89 > 1 && i%9 == 8 { // not among the claimed below
+			cells[i].Deps = []string{fmt.Sprintf("c%05d", i-1)}
+		}
+	}
+	w.plan("big", cells...)
+	for i := 0; i < n; i += 97 {
+		w.ok("claim", "a", claimB("big", fmt.Sprintf("c%05d", i)))
+	}
+	w.set(time.Hour)
+	for i := 1; i < n; i += 89 {
+		w.ok("claim", "b", claimB("big", fmt.Sprintf("c%05d", i)))
+	}
+	wantWave, want, err := lease.WaveCells(w.kv, "big", w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := []soloKV{newSoloKV(t, w.kv), newSoloKV(t, w.kv), newSoloKV(t, w.kv), newSoloKV(t, w.kv)}
+	gotWave, got, err := lease.WaveCells(readers[0], "big", w.now, readers[1], readers[2], readers[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotWave, wantWave) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("in parts: %d cells differ from one reader's %d", len(got), len(want))
+	}
+	for k, r := range readers[:3] {
+		if reads := r.reads.Load(); reads < 2048 {
+			t.Errorf("reader %d read %d keys, want a part of at least 2048 cells", k, reads)
+		}
+	}
+	if reads := readers[3].reads.Load(); reads != 0 {
+		t.Errorf("a fourth reader read %d keys of a wave of three parts", reads)
+	}
+
+	damaged := w.kv.clone()
+	for key := range damaged {
+		if strings.HasSuffix(key, "/c05000") || strings.HasSuffix(key, "/c03000") {
+			delete(damaged, key)
+		}
+	}
+	_, _, err = lease.WaveCells(newSoloKV(t, damaged), "big", w.now, newSoloKV(t, damaged), newSoloKV(t, damaged))
+	if e := errs.From(err); e == nil || e.Code != errs.CellMissing || !strings.Contains(e.Message, "big/c03000") {
+		t.Fatalf("two cells missing: %v, want CELL-MISSING for big/c03000, the first", err)
 	}
 }

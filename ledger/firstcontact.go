@@ -100,7 +100,8 @@ func (l *Ledger) fetchFromCheckpoint(remote string) (gitstore.ObjectID, *Report,
 	stored := l.Namespace + "/checkpoints/"
 	tracking := TrackingRef(remote, stored)
 	depth := 1
-	tip, err := l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: stored, Tracking: tracking})
+	// The clone has nothing of the ledger (firstContact): no haves to offer.
+	tip, err := l.Repo.FetchRefFresh(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: stored, Tracking: tracking})
 	if err != nil {
 		return tip, nil, remoteError(err)
 	}

@@ -297,8 +297,20 @@ func (a *app) emitView(c *tally.Client, result any, text func(w io.Writer)) erro
 	if err != nil {
 		return err
 	}
-	obj["verified"] = c.Verified()
-	return a.emit(obj, nil)
+	// "verified" takes the round trip through JSON that sorts the keys of
+	// everything tally writes on its own, not with a second one of the
+	// whole result (emit's): for the status of a 20k-cell plan, 1.2 MB, that
+	// was 12% of the command's instructions.
+	b, err := json.Marshal(c.Verified())
+	if err != nil {
+		return err
+	}
+	var verified any
+	if err := json.Unmarshal(b, &verified); err != nil {
+		return err
+	}
+	obj["verified"] = verified
+	return writeJSON(a.stdout, obj)
 }
 
 // fromCheckpoint says what a verification that began at a trusted
