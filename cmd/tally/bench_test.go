@@ -6,7 +6,8 @@ package main
 //	TMPDIR=/work/tmp go test ./cmd/tally -run '^$' -bench . -benchtime 3x
 //
 // TALLY_BENCH_CELLS sets the number of cells BenchmarkDrain8 drains per
-// iteration (default 200).
+// iteration (default 200), TALLY_BENCH_WORKERS its number of workers
+// (default 8; 1 measures what a cell costs without contention).
 
 import (
 	"encoding/json"
@@ -43,6 +44,10 @@ func BenchmarkDrain8(b *testing.B) {
 	if s := os.Getenv("TALLY_BENCH_CELLS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
+	workers := 8
+	if s := os.Getenv("TALLY_BENCH_WORKERS"); s != "" {
+		workers, _ = strconv.Atoi(s)
+	}
 	bin := testrepo.Tally(b)
 	r := newRepo(b)
 	r.ok("bench", "init")
@@ -58,7 +63,7 @@ func BenchmarkDrain8(b *testing.B) {
 		r.ok("bench", "plan", r.file(wave+".json", planJSON))
 		b.StartTimer()
 		start := time.Now()
-		claims, dones, st, err := drain(bin, r.dir, wave, n, 8)
+		claims, dones, st, err := drain(bin, r.dir, wave, n, workers)
 		total += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
