@@ -119,21 +119,44 @@ func compactPick(packs []compactPack) ([]compactPack, bool) {
 // (RemoveStaleTemps), so that every compaction, in the background or by
 // `tally gc`, also cleans up after crashes.
 func Compact(db *ObjectDB, objectDir string, progress func(done, total int)) (*CompactReport, error) {
+	rep, _, err := compact(db, objectDir, progress, -1)
+	return rep, err
+}
+
+// CompactSmall is Compact for the rounds whose packs total at most maxBytes:
+// it stops before the first round that would merge more, and more says
+// whether one is left.
+func CompactSmall(db *ObjectDB, objectDir string, maxBytes int64) (rep *CompactReport, more bool, err error) {
+	return compact(db, objectDir, nil, maxBytes)
+}
+
+// compact is Compact with a bound on the bytes a round may merge (negative:
+// none).
+func compact(db *ObjectDB, objectDir string, progress func(done, total int), maxBytes int64) (*CompactReport, bool, error) {
 	rep := &CompactReport{}
 	stale, err := RemoveStaleTemps(objectDir)
 	if err != nil {
-		return rep, err
+		return rep, false, err
 	}
 	rep.Stale = stale
 	for round := 0; round < 16; round++ {
 		packs, all, err := compactCandidates(objectDir)
 		if err != nil {
-			return rep, err
+			return rep, false, err
 		}
 		rep.Packs = all
 		pick, ok := compactPick(packs)
 		if !ok {
-			return rep, nil
+			return rep, false, nil
+		}
+		if maxBytes >= 0 {
+			var total int64
+			for _, p := range pick {
+				total += p.size
+			}
+			if total > maxBytes {
+				return rep, true, nil
+			}
 		}
 		pw := NewPackWriter()
 		for i, p := range pick {
@@ -145,21 +168,21 @@ func Compact(db *ObjectDB, objectDir string, progress func(done, total int)) (*C
 				continue // removed by a concurrent repack: its objects are elsewhere now
 			}
 			if err != nil {
-				return rep, fmt.Errorf("compact: %s: %w", p.name, err)
+				return rep, false, fmt.Errorf("compact: %s: %w", p.name, err)
 			}
 		}
 		if progress != nil {
 			progress(len(pick), len(pick))
 		}
 		if pw.Len() == 0 {
-			return rep, nil
+			return rep, false, nil
 		}
 		name, err := pw.WriteTo(objectDir)
 		if err != nil {
-			return rep, err
+			return rep, false, err
 		}
 		if err := db.AddPack(name); err != nil {
-			return rep, err
+			return rep, false, err
 		}
 		if fi, err := os.Stat(filepath.Join(objectDir, "pack", name+".pack")); err == nil {
 			rep.Bytes += fi.Size()
@@ -171,12 +194,12 @@ func Compact(db *ObjectDB, objectDir string, progress func(done, total int)) (*C
 				continue // the merge reproduced an existing pack byte for byte
 			}
 			if err := RemovePack(objectDir, p.name); err != nil {
-				return rep, err
+				return rep, false, err
 			}
 			rep.Merged++
 		}
 	}
-	return rep, nil
+	return rep, false, nil
 }
 
 // mergePack adds the objects of the pack at path (without ".idx" or

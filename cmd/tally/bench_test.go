@@ -55,6 +55,7 @@ func BenchmarkDrain8(b *testing.B) {
 	var total time.Duration
 	usage := map[string]*procUsage{}
 	var all procUsage
+	waited := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -72,6 +73,7 @@ func BenchmarkDrain8(b *testing.B) {
 		checkDrained(b, r.dir, wave, n, claims, dones)
 		b.StartTimer()
 		lat = append(lat, st.latencies...)
+		waited += st.waited
 		for k, u := range st.usage {
 			if usage[k] == nil {
 				usage[k] = &procUsage{}
@@ -90,6 +92,7 @@ func BenchmarkDrain8(b *testing.B) {
 	b.ReportMetric(float64(all.Procs)/cells, "procs/cell")
 	b.ReportMetric(float64(all.Faults)/cells, "faults/cell")
 	b.ReportMetric(float64(all.Switches)/cells, "switches/cell")
+	b.ReportMetric(float64(waited)/cells, "waited/cell")
 	for _, k := range []string{"claim", "claim-refused", "done", "status"} {
 		if u := usage[k]; u != nil && u.Procs > 0 {
 			b.Logf("%-13s %5d processes, %6.2f ms CPU, %6.0f faults, %6.0f switches each", k, u.Procs,

@@ -210,10 +210,12 @@ type grant struct {
 // drainStats is what a drain's processes cost: the wall time of every
 // successful claim process, and the resources of the processes by what they
 // ran ("claim", a granted claim; "claim-refused", one that ended without a
-// cell; "done"; "status").
+// cell; "done"; "status"), and how many claim processes had to wait for the
+// ledger to move (claim --wait says so on stderr when it starts waiting).
 type drainStats struct {
 	latencies []time.Duration
 	usage     map[string]*procUsage
+	waited    int
 }
 
 // drain runs procs workers, each a loop of `claim --next --wait` and `done`
@@ -227,6 +229,9 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 	count := func(kind string, p proc) {
 		mu.Lock()
 		st.usage[kind].add(p.Usage)
+		if strings.Contains(p.Stderr, "tally: waiting up to") {
+			st.waited++
+		}
 		mu.Unlock()
 	}
 	var errs []string
