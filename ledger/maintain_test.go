@@ -40,6 +40,17 @@ func countingMaintainer(t *testing.T, started, held *int) ledger.Maintainer {
 	}
 }
 
+// openMaintained opens the ledger at dir with maintain as its Maintainer.
+func openMaintained(t *testing.T, dir string, maintain ledger.Maintainer) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.Open(dir, ledger.Options{Maintain: maintain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.WaitMaintenance(); l.Close() })
+	return l
+}
+
 func packCount(t *testing.T, dir string) int {
 	t.Helper()
 	packs, err := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.idx"))
@@ -56,11 +67,7 @@ func packCount(t *testing.T, dir string) int {
 func TestMaintenanceAfterWriterLock(t *testing.T) {
 	dir := initRepo(t)
 	started, held := 0, 0
-	l, err := ledger.Open(dir, ledger.Options{Maintain: countingMaintainer(t, &started, &held)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openMaintained(t, dir, countingMaintainer(t, &started, &held))
 	rng := rand.New(rand.NewPCG(7, 7))
 	for i := 0; i < 4; i++ {
 		big := make([]byte, 100<<10)
@@ -90,11 +97,7 @@ func TestMaintenanceAfterWriterLock(t *testing.T) {
 func TestSmallCompactionInProcess(t *testing.T) {
 	dir := initRepo(t)
 	started, held := 0, 0
-	l, err := ledger.Open(dir, ledger.Options{Maintain: countingMaintainer(t, &started, &held)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openMaintained(t, dir, countingMaintainer(t, &started, &held))
 	most := 0
 	for i := 0; i < 60; i++ {
 		if _, err := l.Append("alice", noteDraft(fmt.Sprint("note ", i))); err != nil {
