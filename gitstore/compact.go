@@ -3,10 +3,13 @@ package gitstore
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"syscall"
 )
 
 // Every append writes one small pack. Compaction keeps their number small
@@ -116,54 +119,70 @@ func compactPick(packs []compactPack) ([]compactPack, bool) {
 // (RemoveStaleTemps), so that every compaction, in the background or by
 // `tally gc`, also cleans up after crashes.
 func Compact(db *ObjectDB, objectDir string, progress func(done, total int)) (*CompactReport, error) {
+	rep, _, err := compact(db, objectDir, progress, -1)
+	return rep, err
+}
+
+// CompactSmall is Compact for the rounds whose packs total at most maxBytes:
+// it stops before the first round that would merge more, and more says
+// whether one is left.
+func CompactSmall(db *ObjectDB, objectDir string, maxBytes int64) (rep *CompactReport, more bool, err error) {
+	return compact(db, objectDir, nil, maxBytes)
+}
+
+// compact is Compact with a bound on the bytes a round may merge (negative:
+// none).
+func compact(db *ObjectDB, objectDir string, progress func(done, total int), maxBytes int64) (*CompactReport, bool, error) {
 	rep := &CompactReport{}
 	stale, err := RemoveStaleTemps(objectDir)
 	if err != nil {
-		return rep, err
+		return rep, false, err
 	}
 	rep.Stale = stale
 	for round := 0; round < 16; round++ {
 		packs, all, err := compactCandidates(objectDir)
 		if err != nil {
-			return rep, err
+			return rep, false, err
 		}
 		rep.Packs = all
 		pick, ok := compactPick(packs)
 		if !ok {
-			return rep, nil
+			return rep, false, nil
+		}
+		if maxBytes >= 0 {
+			var total int64
+			for _, p := range pick {
+				total += p.size
+			}
+			if total > maxBytes {
+				return rep, true, nil
+			}
 		}
 		pw := NewPackWriter()
 		for i, p := range pick {
 			if progress != nil && i > 0 {
 				progress(i, len(pick))
 			}
-			ids, err := packIDs(filepath.Join(objectDir, "pack", p.name+".idx"))
+			err := mergePack(db, pw, filepath.Join(objectDir, "pack", p.name))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed by a concurrent repack: its objects are elsewhere now
 			}
 			if err != nil {
-				return rep, err
-			}
-			for _, id := range ids {
-				typ, data, err := db.Read(id)
-				if err != nil {
-					return rep, fmt.Errorf("compact: %s: %w", p.name, err)
-				}
-				pw.Add(typ, data)
+				return rep, false, fmt.Errorf("compact: %s: %w", p.name, err)
 			}
 		}
 		if progress != nil {
 			progress(len(pick), len(pick))
 		}
 		if pw.Len() == 0 {
-			return rep, nil
+			return rep, false, nil
 		}
 		name, err := pw.WriteTo(objectDir)
 		if err != nil {
-			return rep, err
+			return rep, false, err
 		}
 		if err := db.AddPack(name); err != nil {
-			return rep, err
+			return rep, false, err
 		}
 		if fi, err := os.Stat(filepath.Join(objectDir, "pack", name+".pack")); err == nil {
 			rep.Bytes += fi.Size()
@@ -175,27 +194,70 @@ func Compact(db *ObjectDB, objectDir string, progress func(done, total int)) (*C
 				continue // the merge reproduced an existing pack byte for byte
 			}
 			if err := RemovePack(objectDir, p.name); err != nil {
-				return rep, err
+				return rep, false, err
 			}
 			rep.Merged++
 		}
 	}
-	return rep, nil
+	return rep, false, nil
 }
 
-// packIDs lists the object ids in a pack index.
-func packIDs(idxPath string) ([]ObjectID, error) {
-	b, err := os.ReadFile(idxPath)
+// mergePack adds the objects of the pack at path (without ".idx" or
+// ".pack") to pw, in index order. An object stored whole is copied as
+// stored (addStored): its entry, from its offset to the next entry's or to
+// the pack's trailer, must match the CRC32 the index records for it, as git
+// checks an entry it reuses. Copying neither inflates nor compresses, which
+// was nearly all of a merge's CPU, and a damaged entry is refused, not
+// inflated and compressed into a new entry whose CRC32 would hide the damage
+// from CheckStored. A delta is read through db and stored whole, as
+// PackWriter stores everything, once it hashes to its id.
+func mergePack(db *ObjectDB, pw *PackWriter, path string) error {
+	b, err := os.ReadFile(path + ".idx")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	x, err := packParseIndex(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", idxPath, err)
+		return fmt.Errorf("index: %w", err)
 	}
-	ids := make([]ObjectID, x.n)
-	for i := range ids {
-		copy(ids[i][:], b[packIdxHeader+20*i:])
+	data, err := packMmap(path + ".pack")
+	if err != nil {
+		return err
 	}
-	return ids, nil
+	defer syscall.Munmap(data)
+	m := &packMaps{idx: x, data: data}
+	offs := make([]uint64, x.n)
+	for i := range offs {
+		if offs[i], _, err = x.offset(i); err != nil {
+			return fmt.Errorf("index: %w", err)
+		}
+	}
+	ends := slices.Sorted(slices.Values(offs)) // each entry ends where the next one starts
+	for i, off := range offs {
+		var id ObjectID
+		copy(id[:], b[packIdxHeader+20*i:])
+		e, err := m.entry(off)
+		if err != nil {
+			return fmt.Errorf("pack at %d: %w", off, err)
+		}
+		if e.kind == packOfsDelta || e.kind == packRefDelta {
+			typ, obj, err := db.Read(id)
+			if err != nil {
+				return err
+			}
+			if got := pw.Add(typ, obj); got != id {
+				return fmt.Errorf("pack at %d: object %s reads as %s", off, id, got)
+			}
+			continue
+		}
+		end := uint64(len(data) - 20)
+		if k, _ := slices.BinarySearch(ends, off); k+1 < len(ends) {
+			end = ends[k+1]
+		}
+		if end <= off || crc32.ChecksumIEEE(data[off:end]) != x.crc(i) {
+			return fmt.Errorf("pack at %d: the entry does not match the CRC32 its index records", off)
+		}
+		pw.addStored(id, data[off:end])
+	}
+	return nil
 }

@@ -83,7 +83,23 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 	zw.Write(data) // writes to a bytes.Buffer cannot fail
 	zw.Close()
 	packZlibWriters.Put(zw)
-	w.entries = append(w.entries, buf.Bytes())
+	w.push(id, buf.Bytes())
+}
+
+// addStored adds object id as another pack stores it: entry is that pack's
+// entry (type and size header, then the zlib stream), of an object stored
+// whole (not as a delta), and is copied. A merge of packs (Compact) copies
+// objects this way rather than inflating and compressing each again.
+func (w *PackWriter) addStored(id ObjectID, entry []byte) {
+	if !w.seen[id] {
+		w.seen[id] = true
+		w.push(id, bytes.Clone(entry))
+	}
+}
+
+// push appends a new object's pack entry.
+func (w *PackWriter) push(id ObjectID, entry []byte) {
+	w.entries = append(w.entries, entry)
 	w.ids = append(w.ids, id)
 	if w.Progress != nil {
 		w.Progress()

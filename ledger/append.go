@@ -78,14 +78,23 @@ func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, err
 	if err != nil {
 		return nil, err
 	}
-	defer wl.Release()
+	out, err := l.appendLocked(wl, actor, builds)
+	// The next writer waits for the lock: maintenance (listing the pack
+	// directory, starting a compaction process) comes after its release.
+	wl.Release()
+	if err == nil {
+		l.maybePack()
+	}
+	return out, err
+}
+
+// appendLocked is AppendBatch under the writer lock wl: a lost
+// compare-and-swap re-reads and rebuilds with jittered backoff.
+func (l *Ledger) appendLocked(wl *gitstore.WriterLock, actor string, builds []BuildFunc) ([]*Appended, error) {
 	pause := time.Millisecond
 	for attempt := 0; attempt < appendAttempts; attempt++ {
 		out, err := l.tryAppend(wl, actor, builds)
 		if !errors.Is(err, gitstore.ErrRefChanged) {
-			if err == nil {
-				l.maybePack()
-			}
 			return out, err
 		}
 		time.Sleep(pause/2 + rand.N(pause))

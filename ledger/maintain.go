@@ -8,12 +8,19 @@ import (
 
 // Every append writes one small pack; gitstore.Compact merges them
 // log-structured so their number stays bounded. An append that finds enough
-// mergeable packs starts a compaction in the background and never waits for
-// it: maintenance is best effort and must not slow or fail an append. At most
-// one compaction runs per repository: it holds the compaction lock (an flock,
-// so a killed compactor never leaves it behind), and an append that finds the
-// lock taken leaves the work to its holder.
-const compactTrigger = 12 // mergeable packs that make an append start a compaction
+// mergeable packs compacts after it has released the writer lock: the rounds
+// that merge at most inlineCompactBytes (four level-0 packs, or a level-1
+// round: nearly every round) in its own process, since such a merge copies a
+// few stored entries and costs less than starting a process; a larger round
+// in the background, which it never waits for. Maintenance is best effort and
+// must not fail an append. At most one compaction runs per repository: it
+// holds the compaction lock (an flock, so a killed compactor never leaves it
+// behind), and an append that finds the lock taken leaves the work to its
+// holder.
+const (
+	compactTrigger     = 12        // mergeable packs that make an append compact
+	inlineCompactBytes = 256 << 10 // the most a round merged by the append itself may read
+)
 
 // A Maintainer starts a compaction of the ledger's repository in another
 // process, so that a short-lived command can exit at once (the command line
@@ -24,9 +31,9 @@ const compactTrigger = 12 // mergeable packs that make an append start a compact
 // error means nothing was started.
 type Maintainer func(l *Ledger, lock *os.File) (wait func(), err error)
 
-// maybePack starts a background compaction when packs have piled up: through
-// Options.Maintain if the caller gave one, else in a goroutine
-// (WaitMaintenance).
+// maybePack compacts when packs have piled up: the small rounds here, the
+// rest in the background through Options.Maintain if the caller gave one,
+// else in a goroutine (WaitMaintenance).
 func (l *Ledger) maybePack() {
 	if !gitstore.NeedsCompaction(l.Repo.ObjectDir, compactTrigger) {
 		return
@@ -34,6 +41,15 @@ func (l *Ledger) maybePack() {
 	lock, err := gitstore.LockCompaction(l.Files.CompactLock(), false)
 	if err != nil || lock == nil {
 		return // busy, or no lock to be had: the next append tries again
+	}
+	db, err := l.Repo.Objects()
+	if err != nil {
+		lock.Close()
+		return
+	}
+	if _, more, err := gitstore.CompactSmall(db, l.Repo.ObjectDir, inlineCompactBytes); err != nil || !more {
+		lock.Close() // done, or failed: the next append tries again
+		return
 	}
 	done := make(chan struct{})
 	l.repacking = done

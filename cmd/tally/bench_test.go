@@ -6,7 +6,8 @@ package main
 //	TMPDIR=/work/tmp go test ./cmd/tally -run '^$' -bench . -benchtime 3x
 //
 // TALLY_BENCH_CELLS sets the number of cells BenchmarkDrain8 drains per
-// iteration (default 200).
+// iteration (default 200), TALLY_BENCH_WORKERS its number of workers
+// (default 8; 1 measures what a cell costs without contention).
 
 import (
 	"encoding/json"
@@ -43,11 +44,18 @@ func BenchmarkDrain8(b *testing.B) {
 	if s := os.Getenv("TALLY_BENCH_CELLS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
+	workers := 8
+	if s := os.Getenv("TALLY_BENCH_WORKERS"); s != "" {
+		workers, _ = strconv.Atoi(s)
+	}
 	bin := testrepo.Tally(b)
 	r := newRepo(b)
 	r.ok("bench", "init")
 	var lat []time.Duration
 	var total time.Duration
+	usage := map[string]*procUsage{}
+	var all procUsage
+	waited := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -56,7 +64,7 @@ func BenchmarkDrain8(b *testing.B) {
 		r.ok("bench", "plan", r.file(wave+".json", planJSON))
 		b.StartTimer()
 		start := time.Now()
-		claims, dones, l, err := drain(bin, r.dir, wave, n, 8)
+		claims, dones, st, err := drain(bin, r.dir, wave, n, workers)
 		total += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
@@ -64,11 +72,33 @@ func BenchmarkDrain8(b *testing.B) {
 		b.StopTimer()
 		checkDrained(b, r.dir, wave, n, claims, dones)
 		b.StartTimer()
-		lat = append(lat, l...)
+		lat = append(lat, st.latencies...)
+		waited += st.waited
+		for k, u := range st.usage {
+			if usage[k] == nil {
+				usage[k] = &procUsage{}
+			}
+			usage[k].add(*u)
+			all.add(*u)
+		}
 	}
-	b.ReportMetric(float64(len(lat))/total.Seconds(), "claims/s")
+	cells := float64(len(lat))
+	b.ReportMetric(cells/total.Seconds(), "claims/s")
 	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-claim-ms")
 	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-claim-ms")
+	// What a cell costs, whatever the load: CPU, processes, page faults
+	// and context switches of every tally process the workers ran.
+	b.ReportMetric(ms(all.CPU)/cells, "cpu-ms/cell")
+	b.ReportMetric(float64(all.Procs)/cells, "procs/cell")
+	b.ReportMetric(float64(all.Faults)/cells, "faults/cell")
+	b.ReportMetric(float64(all.Switches)/cells, "switches/cell")
+	b.ReportMetric(float64(waited)/cells, "waited/cell")
+	for _, k := range []string{"claim", "claim-refused", "done", "status"} {
+		if u := usage[k]; u != nil && u.Procs > 0 {
+			b.Logf("%-13s %5d processes, %6.2f ms CPU, %6.0f faults, %6.0f switches each", k, u.Procs,
+				ms(u.CPU)/float64(u.Procs), float64(u.Faults)/float64(u.Procs), float64(u.Switches)/float64(u.Procs))
+		}
+	}
 }
 
 // checkDrained checks a drain of wave's n cells against the ledger: every

@@ -1263,8 +1263,9 @@ func readLedger(t testing.TB, dir string) []loggedEntry {
 	return out2
 }
 
-// Appends leave one pack each and start compactions in the background; after
-// they end, and after an explicit gc (which first waits for a running one),
+// Appends leave one pack each and compact (small rounds in the appending
+// process, larger ones in the background); after they end, and after an
+// explicit gc (which first waits for a running one),
 // the pack count is bounded and the repository and the ledger check clean.
 func TestBackgroundCompaction(t *testing.T) {
 	r := newRepo(t)
@@ -1274,8 +1275,8 @@ func TestBackgroundCompaction(t *testing.T) {
 		r.ok("a", "note", fmt.Sprintf("n%d", i))
 	}
 	testrepo.WaitCompaction(t, filepath.Join(r.dir, ".git"))
-	// Without background compaction there would be appends+1 packs; each
-	// append that saw 12 mergeable packs with the lock free started one.
+	// Without compaction there would be appends+1 packs; each append that
+	// saw 12 mergeable packs with the lock free compacted.
 	if n := r.packs(); n > 24 {
 		t.Fatalf("%d packs after %d appends and their background compactions", n, appends)
 	}

@@ -12,7 +12,7 @@ func (a *app) gcCmd() *cobra.Command {
 	var holdingLock bool
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "merge the small packs appends leave behind now (appends also start this in the background)",
+		Short: "merge the small packs appends leave behind now (appends also merge them, larger merges in the background)",
 		Long: `gc merges small packs log-structured: packs are grouped by size in levels
 (a factor of four apart) and a level with four packs is merged upward, so a
 repository keeps a bounded number of packs however long the ledger. Objects

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +33,25 @@ type proc struct {
 	Stderr string
 	Wall   time.Duration // from start to exit, the process's whole life
 	Err    error         // the process could not be run or its output is not one JSON object
+	// Usage is the process's resources from wait4, with those of the
+	// children it waited for (done's git status).
+	Usage procUsage
+}
+
+// procUsage is what processes cost, summed: CPU (user + system), minor page
+// faults and context switches (voluntary and not).
+type procUsage struct {
+	Procs    int
+	CPU      time.Duration
+	Faults   int64
+	Switches int64
+}
+
+func (u *procUsage) add(v procUsage) {
+	u.Procs += v.Procs
+	u.CPU += v.CPU
+	u.Faults += v.Faults
+	u.Switches += v.Switches
 }
 
 func (p proc) errCode() string {
@@ -49,6 +69,12 @@ func runTally(bin, dir, actor string, args ...string) proc {
 	start := time.Now()
 	err := cmd.Run()
 	p := proc{Wall: time.Since(start), Stdout: stdout.String(), Stderr: stderr.String()}
+	if ps := cmd.ProcessState; ps != nil {
+		p.Usage = procUsage{Procs: 1, CPU: ps.UserTime() + ps.SystemTime()}
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			p.Usage.Faults, p.Usage.Switches = ru.Minflt, ru.Nvcsw+ru.Nivcsw
+		}
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		p.Code = ee.ExitCode()
 	} else if err != nil {
@@ -181,13 +207,33 @@ type grant struct {
 	seq   int64
 }
 
+// drainStats is what a drain's processes cost: the wall time of every
+// successful claim process, and the resources of the processes by what they
+// ran ("claim", a granted claim; "claim-refused", one that ended without a
+// cell; "done"; "status"), and how many claim processes had to wait for the
+// ledger to move (claim --wait says so on stderr when it starts waiting).
+type drainStats struct {
+	latencies []time.Duration
+	usage     map[string]*procUsage
+	waited    int
+}
+
 // drain runs procs workers, each a loop of `claim --next --wait` and `done`
 // until PLAN-COMPLETE (claim --wait returns it at once when no cell is left
 // open, and otherwise waits for the ledger to move). It returns the claims and dones the
-// workers saw, by cell, and the wall time of every successful claim process.
-func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]grant, latencies []time.Duration, err error) {
+// workers saw, by cell, and what the processes cost.
+func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]grant, st drainStats, err error) {
 	var mu sync.Mutex
 	claims, dones = map[string][]grant{}, map[string][]grant{}
+	st.usage = map[string]*procUsage{"claim": {}, "claim-refused": {}, "done": {}, "status": {}}
+	count := func(kind string, p proc) {
+		mu.Lock()
+		st.usage[kind].add(p.Usage)
+		if strings.Contains(p.Stderr, "tally: waiting up to") {
+			st.waited++
+		}
+		mu.Unlock()
+	}
 	var errs []string
 	var wg sync.WaitGroup
 	for p := 0; p < procs; p++ {
@@ -208,8 +254,9 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 				}
 				switch {
 				case c.Code == 0:
+					count("claim", c)
 					mu.Lock()
-					latencies = append(latencies, c.Wall)
+					st.latencies = append(st.latencies, c.Wall)
 					mu.Unlock()
 					cell, _ := c.JSON["cell"].(string)
 					l, _ := c.JSON["lease"].(map[string]any)
@@ -220,6 +267,7 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 					claims[cell] = append(claims[cell], grant{actor, int64(epoch), int64(seq)})
 					mu.Unlock()
 					d := runTally(bin, dir, actor, "done", wave+"/"+cell, "--epoch", strconv.FormatInt(int64(epoch), 10))
+					count("done", d)
 					if d.Err != nil || d.Code != 0 {
 						fail("done %s epoch %v: exit %d %s %v", cell, epoch, d.Code, d.Stdout, d.Err)
 						return
@@ -232,9 +280,12 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 					dones[cell] = append(dones[cell], grant{actor, int64(rcEpoch), int64(seq)})
 					mu.Unlock()
 				case c.Code == 2 && c.errCode() == "PLAN-COMPLETE":
+					count("claim-refused", c)
 					return
 				case c.Code == 1 && c.errCode() == "NO-READY-CELL":
+					count("claim-refused", c)
 					s := runTally(bin, dir, actor, "status", wave)
+					count("status", s)
 					if s.Err != nil || s.Code != 0 {
 						fail("status: exit %d %s %v", s.Code, s.Stdout, s.Err)
 						return
@@ -255,9 +306,9 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return nil, nil, nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+		return nil, nil, st, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
-	return claims, dones, latencies, nil
+	return claims, dones, st, nil
 }
 
 // TestRaceDrain: 8 processes drain a wave of cells (independent cells and
