@@ -2,6 +2,7 @@ package gitstore
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -26,6 +27,9 @@ type Tree struct {
 	// fresh, once TrackNew is called, holds the ids of the blobs Set since
 	// the last Hash or HashNew.
 	fresh map[ObjectID]bool
+	// enc is the encoding of the last tree object hashed, kept for its
+	// capacity: a verify hashes a few changed directories every entry.
+	enc []byte
 }
 
 type treeNode struct {
@@ -49,6 +53,37 @@ func (e *treeEntry) sortKey() string {
 		return e.name + "/"
 	}
 	return e.name
+}
+
+// treeOrder compares name a (a directory's if aDir) with b in git's tree
+// order, as their sortKeys would compare, without building either key: the
+// searches of every tree write would otherwise allocate one per probe.
+func treeOrder(a string, aDir bool, b string, bDir bool) int {
+	n := min(len(a), len(b))
+	if c := strings.Compare(a[:n], b[:n]); c != 0 {
+		return c
+	}
+	// One is a prefix of the other. Names hold no '/', so the keys differ
+	// at n unless the names are equal and both or neither are directories.
+	next := func(s string, dir bool) int {
+		switch {
+		case n < len(s):
+			return int(s[n])
+		case dir:
+			return '/'
+		}
+		return -1
+	}
+	return cmp.Compare(next(a, aDir), next(b, bDir))
+}
+
+// search returns the index of the first entry not before name (a
+// directory's if dir) in git's tree order.
+func (n *treeNode) search(name string, dir bool) int {
+	return sort.Search(len(n.entries), func(i int) bool {
+		e := &n.entries[i]
+		return treeOrder(e.name, e.mode == modeTree, name, dir) >= 0
+	})
 }
 
 // NewTree returns an overlay over the stored tree id; a zero id is the empty tree.
@@ -85,8 +120,8 @@ func (t *Tree) load(n *treeNode) error {
 
 // find returns the index of name in n (as a file or directory), or -1.
 func (n *treeNode) find(name string) int {
-	for _, key := range [2]string{name, name + "/"} {
-		i := sort.Search(len(n.entries), func(i int) bool { return n.entries[i].sortKey() >= key })
+	for _, dir := range [2]bool{false, true} {
+		i := n.search(name, dir)
 		if i < len(n.entries) && n.entries[i].name == name {
 			return i
 		}
@@ -107,7 +142,6 @@ func (t *Tree) subtree(e *treeEntry) (*treeNode, error) {
 // dir walks to the directory holding the last element of path. With create,
 // missing directories are made and every node on the way is marked dirty.
 func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
-	parts := strings.Split(path, "/")
 	n := t.root
 	if err := t.load(n); err != nil {
 		return nil, "", err
@@ -115,7 +149,12 @@ func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
 	if create {
 		n.dirty = true
 	}
-	for _, name := range parts[:len(parts)-1] {
+	for {
+		name, rest, more := strings.Cut(path, "/")
+		if !more {
+			return n, name, nil
+		}
+		path = rest
 		i := n.find(name)
 		if i < 0 {
 			if !create {
@@ -133,12 +172,10 @@ func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
 		}
 		n = sub
 	}
-	return n, parts[len(parts)-1], nil
 }
 
 func (n *treeNode) insert(e treeEntry) {
-	key := e.sortKey()
-	i := sort.Search(len(n.entries), func(i int) bool { return n.entries[i].sortKey() >= key })
+	i := n.search(e.name, e.mode == modeTree)
 	n.entries = append(n.entries, treeEntry{})
 	copy(n.entries[i+1:], n.entries[i:])
 	n.entries[i] = e
@@ -291,7 +328,6 @@ func (t *Tree) HashNew(each func(ObjectID)) (ObjectID, error) {
 // hash computes the ids of the changed directories, handing every new tree
 // and blob to add (if not nil) and naming the new ones to each (if not nil).
 func (t *Tree) hash(add func(ObjectID, ObjectType, []byte), each func(ObjectID)) ObjectID {
-	var buf bytes.Buffer
 	var hash func(n *treeNode) ObjectID
 	hash = func(n *treeNode) ObjectID {
 		if !n.dirty {
@@ -311,17 +347,16 @@ func (t *Tree) hash(add func(ObjectID, ObjectType, []byte), each func(ObjectID))
 				}
 			}
 		}
-		buf.Reset()
+		buf := t.enc[:0]
 		for _, e := range n.entries {
-			buf.WriteString(modeString(e.mode))
-			buf.WriteByte(' ')
-			buf.WriteString(e.name)
-			buf.WriteByte(0)
-			buf.Write(e.id[:])
+			buf = append(append(buf, modeString(e.mode)...), ' ')
+			buf = append(append(buf, e.name...), 0)
+			buf = append(buf, e.id[:]...)
 		}
-		n.id = HashObject(TreeObject, buf.Bytes())
+		t.enc = buf
+		n.id = HashObject(TreeObject, buf)
 		if add != nil {
-			add(n.id, TreeObject, buf.Bytes())
+			add(n.id, TreeObject, buf) // the PackWriter compresses it at once
 		}
 		if each != nil {
 			each(n.id)
