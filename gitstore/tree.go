@@ -414,25 +414,57 @@ func (e TreeEntry) IsDir() bool { return e.Mode == modeTree }
 func ParseTree(data []byte) ([]TreeEntry, error) {
 	var out []TreeEntry
 	for len(data) > 0 {
-		sp := bytes.IndexByte(data, ' ')
-		if sp <= 0 {
-			return nil, errors.New("malformed tree entry mode")
-		}
-		mode, err := strconv.ParseUint(string(data[:sp]), 8, 32)
+		mode, name, id, rest, err := nextTreeEntry(data)
 		if err != nil {
-			return nil, fmt.Errorf("malformed tree entry mode %q", data[:sp])
+			return nil, err
 		}
-		data = data[sp+1:]
-		nul := bytes.IndexByte(data, 0)
-		if nul <= 0 || len(data) < nul+1+20 {
-			return nil, errors.New("malformed tree entry name")
-		}
-		e := TreeEntry{Name: string(data[:nul]), Mode: uint32(mode)}
-		copy(e.ID[:], data[nul+1:nul+21])
-		out = append(out, e)
-		data = data[nul+21:]
+		out = append(out, TreeEntry{Name: string(name), Mode: mode, ID: id})
+		data = rest
 	}
 	return out, nil
+}
+
+// FindTreeEntry returns the entry called name in a tree object's content,
+// which must parse as ParseTree's does, without building the other
+// entries: a verify looks up the entry blob in every ledger commit's tree.
+func FindTreeEntry(data []byte, name string) (e TreeEntry, ok bool, err error) {
+	for len(data) > 0 {
+		mode, n, id, rest, err := nextTreeEntry(data)
+		if err != nil {
+			return TreeEntry{}, false, err
+		}
+		if !ok && string(n) == name {
+			e, ok = TreeEntry{Name: name, Mode: mode, ID: id}, true
+		}
+		data = rest
+	}
+	return e, ok, nil
+}
+
+// nextTreeEntry parses the first entry of a tree object's content.
+func nextTreeEntry(data []byte) (mode uint32, name []byte, id ObjectID, rest []byte, err error) {
+	sp := bytes.IndexByte(data, ' ')
+	if sp <= 0 {
+		return 0, nil, id, nil, errors.New("malformed tree entry mode")
+	}
+	var m uint64
+	switch string(data[:sp]) { // the modes tally writes, without the parse's allocation
+	case "100644":
+		m = modeBlob
+	case "40000":
+		m = modeTree
+	default:
+		if m, err = strconv.ParseUint(string(data[:sp]), 8, 32); err != nil {
+			return 0, nil, id, nil, fmt.Errorf("malformed tree entry mode %q", data[:sp])
+		}
+	}
+	data = data[sp+1:]
+	nul := bytes.IndexByte(data, 0)
+	if nul <= 0 || len(data) < nul+1+20 {
+		return 0, nil, id, nil, errors.New("malformed tree entry name")
+	}
+	copy(id[:], data[nul+1:nul+21])
+	return uint32(m), data[:nul], id, data[nul+21:], nil
 }
 
 // DiffTrees returns the paths of blobs that differ between trees a and b

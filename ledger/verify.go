@@ -579,20 +579,18 @@ func entryBytes(db objectReader, tree gitstore.ObjectID) ([]byte, error) {
 	if typ != gitstore.TreeObject {
 		return nil, errors.New("root is not a tree")
 	}
-	entries, err := gitstore.ParseTree(data)
+	e, ok, err := gitstore.FindTreeEntry(data, EntryKey)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		if e.Name == EntryKey && !e.IsDir() {
-			typ, raw, err := db.Read(e.ID)
-			if err == nil && typ != gitstore.BlobObject {
-				err = errors.New("entry is not a blob")
-			}
-			return raw, err
-		}
+	if !ok || e.IsDir() {
+		return nil, errors.New("tree has no entry blob")
 	}
-	return nil, errors.New("tree has no entry blob")
+	typ, raw, err := db.Read(e.ID)
+	if err == nil && typ != gitstore.BlobObject {
+		err = errors.New("entry is not a blob")
+	}
+	return raw, err
 }
 
 func mustJSON(v any) []byte {
