@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -151,9 +152,11 @@ func appendJSONString(b []byte, s string) []byte {
 // Encode returns the canonical bytes of m. (Written by hand: the verifier
 // encodes the metadata once per entry.)
 func (m *Meta) Encode() ([]byte, error) {
-	b := make([]byte, 0, 200+67*len(m.Range))
+	// 240 bytes of names, punctuation, head, root, size and version, then
+	// the strings and the range: one allocation for the usual meta.
+	b := make([]byte, 0, 240+len(m.Origin)+len(m.TS)+67*len(m.Range))
 	b = append(b, `{"head":"`...)
-	b = append(b, m.Head.String()...)
+	b = hex.AppendEncode(b, m.Head[:])
 	b = append(b, `","origin":`...)
 	b = appendJSONString(b, m.Origin)
 	b = append(b, `,"range":[`...)
@@ -162,11 +165,11 @@ func (m *Meta) Encode() ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, '"')
-		b = append(b, h.String()...)
+		b = hex.AppendEncode(b, h[:])
 		b = append(b, '"')
 	}
 	b = append(b, `],"root":"`...)
-	b = append(b, m.Root.String()...)
+	b = hex.AppendEncode(b, m.Root[:])
 	b = append(b, `","size":`...)
 	b = strconv.AppendUint(b, m.Size, 10)
 	b = append(b, `,"ts":`...)

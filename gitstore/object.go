@@ -59,17 +59,18 @@ func looseParseType(name []byte) ObjectType {
 	return 0
 }
 
-// looseHeader returns the "<type> <len>\x00" prefix that is hashed and, for loose
-// objects, stored ahead of the data.
-func looseHeader(t ObjectType, n int) []byte {
-	b := append([]byte(t.String()), ' ')
+// appendLooseHeader appends the "<type> <len>\x00" prefix that is hashed
+// and, for loose objects, stored ahead of the data.
+func appendLooseHeader(b []byte, t ObjectType, n int) []byte {
+	b = append(append(b, t.String()...), ' ')
 	return append(strconv.AppendInt(b, int64(n), 10), 0)
 }
 
 // HashObject returns the ID git assigns to an object of type t holding data.
 func HashObject(t ObjectType, data []byte) ObjectID {
+	var hdr [32]byte // room for any header on the stack: a verify hashes about ten objects an entry
 	h := sha1.New()
-	h.Write(looseHeader(t, len(data)))
+	h.Write(appendLooseHeader(hdr[:0], t, len(data)))
 	h.Write(data)
 	var id ObjectID
 	h.Sum(id[:0])

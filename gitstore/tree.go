@@ -2,6 +2,7 @@ package gitstore
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -26,6 +27,9 @@ type Tree struct {
 	// fresh, once TrackNew is called, holds the ids of the blobs Set since
 	// the last Hash or HashNew.
 	fresh map[ObjectID]bool
+	// enc is the encoding of the last tree object hashed, kept for its
+	// capacity: a verify hashes a few changed directories every entry.
+	enc []byte
 }
 
 type treeNode struct {
@@ -49,6 +53,37 @@ func (e *treeEntry) sortKey() string {
 		return e.name + "/"
 	}
 	return e.name
+}
+
+// treeOrder compares name a (a directory's if aDir) with b in git's tree
+// order, as their sortKeys would compare, without building either key: the
+// searches of every tree write would otherwise allocate one per probe.
+func treeOrder(a string, aDir bool, b string, bDir bool) int {
+	n := min(len(a), len(b))
+	if c := strings.Compare(a[:n], b[:n]); c != 0 {
+		return c
+	}
+	// One is a prefix of the other. Names hold no '/', so the keys differ
+	// at n unless the names are equal and both or neither are directories.
+	next := func(s string, dir bool) int {
+		switch {
+		case n < len(s):
+			return int(s[n])
+		case dir:
+			return '/'
+		}
+		return -1
+	}
+	return cmp.Compare(next(a, aDir), next(b, bDir))
+}
+
+// search returns the index of the first entry not before name (a
+// directory's if dir) in git's tree order.
+func (n *treeNode) search(name string, dir bool) int {
+	return sort.Search(len(n.entries), func(i int) bool {
+		e := &n.entries[i]
+		return treeOrder(e.name, e.mode == modeTree, name, dir) >= 0
+	})
 }
 
 // NewTree returns an overlay over the stored tree id; a zero id is the empty tree.
@@ -85,8 +120,8 @@ func (t *Tree) load(n *treeNode) error {
 
 // find returns the index of name in n (as a file or directory), or -1.
 func (n *treeNode) find(name string) int {
-	for _, key := range [2]string{name, name + "/"} {
-		i := sort.Search(len(n.entries), func(i int) bool { return n.entries[i].sortKey() >= key })
+	for _, dir := range [2]bool{false, true} {
+		i := n.search(name, dir)
 		if i < len(n.entries) && n.entries[i].name == name {
 			return i
 		}
@@ -107,7 +142,6 @@ func (t *Tree) subtree(e *treeEntry) (*treeNode, error) {
 // dir walks to the directory holding the last element of path. With create,
 // missing directories are made and every node on the way is marked dirty.
 func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
-	parts := strings.Split(path, "/")
 	n := t.root
 	if err := t.load(n); err != nil {
 		return nil, "", err
@@ -115,7 +149,12 @@ func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
 	if create {
 		n.dirty = true
 	}
-	for _, name := range parts[:len(parts)-1] {
+	for {
+		name, rest, more := strings.Cut(path, "/")
+		if !more {
+			return n, name, nil
+		}
+		path = rest
 		i := n.find(name)
 		if i < 0 {
 			if !create {
@@ -133,12 +172,10 @@ func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
 		}
 		n = sub
 	}
-	return n, parts[len(parts)-1], nil
 }
 
 func (n *treeNode) insert(e treeEntry) {
-	key := e.sortKey()
-	i := sort.Search(len(n.entries), func(i int) bool { return n.entries[i].sortKey() >= key })
+	i := n.search(e.name, e.mode == modeTree)
 	n.entries = append(n.entries, treeEntry{})
 	copy(n.entries[i+1:], n.entries[i:])
 	n.entries[i] = e
@@ -291,7 +328,6 @@ func (t *Tree) HashNew(each func(ObjectID)) (ObjectID, error) {
 // hash computes the ids of the changed directories, handing every new tree
 // and blob to add (if not nil) and naming the new ones to each (if not nil).
 func (t *Tree) hash(add func(ObjectID, ObjectType, []byte), each func(ObjectID)) ObjectID {
-	var buf bytes.Buffer
 	var hash func(n *treeNode) ObjectID
 	hash = func(n *treeNode) ObjectID {
 		if !n.dirty {
@@ -311,17 +347,16 @@ func (t *Tree) hash(add func(ObjectID, ObjectType, []byte), each func(ObjectID))
 				}
 			}
 		}
-		buf.Reset()
+		buf := t.enc[:0]
 		for _, e := range n.entries {
-			buf.WriteString(modeString(e.mode))
-			buf.WriteByte(' ')
-			buf.WriteString(e.name)
-			buf.WriteByte(0)
-			buf.Write(e.id[:])
+			buf = append(append(buf, modeString(e.mode)...), ' ')
+			buf = append(append(buf, e.name...), 0)
+			buf = append(buf, e.id[:]...)
 		}
-		n.id = HashObject(TreeObject, buf.Bytes())
+		t.enc = buf
+		n.id = HashObject(TreeObject, buf)
 		if add != nil {
-			add(n.id, TreeObject, buf.Bytes())
+			add(n.id, TreeObject, buf) // the PackWriter compresses it at once
 		}
 		if each != nil {
 			each(n.id)
@@ -379,25 +414,57 @@ func (e TreeEntry) IsDir() bool { return e.Mode == modeTree }
 func ParseTree(data []byte) ([]TreeEntry, error) {
 	var out []TreeEntry
 	for len(data) > 0 {
-		sp := bytes.IndexByte(data, ' ')
-		if sp <= 0 {
-			return nil, errors.New("malformed tree entry mode")
-		}
-		mode, err := strconv.ParseUint(string(data[:sp]), 8, 32)
+		mode, name, id, rest, err := nextTreeEntry(data)
 		if err != nil {
-			return nil, fmt.Errorf("malformed tree entry mode %q", data[:sp])
+			return nil, err
 		}
-		data = data[sp+1:]
-		nul := bytes.IndexByte(data, 0)
-		if nul <= 0 || len(data) < nul+1+20 {
-			return nil, errors.New("malformed tree entry name")
-		}
-		e := TreeEntry{Name: string(data[:nul]), Mode: uint32(mode)}
-		copy(e.ID[:], data[nul+1:nul+21])
-		out = append(out, e)
-		data = data[nul+21:]
+		out = append(out, TreeEntry{Name: string(name), Mode: mode, ID: id})
+		data = rest
 	}
 	return out, nil
+}
+
+// FindTreeEntry returns the entry called name in a tree object's content,
+// which must parse as ParseTree's does, without building the other
+// entries: a verify looks up the entry blob in every ledger commit's tree.
+func FindTreeEntry(data []byte, name string) (e TreeEntry, ok bool, err error) {
+	for len(data) > 0 {
+		mode, n, id, rest, err := nextTreeEntry(data)
+		if err != nil {
+			return TreeEntry{}, false, err
+		}
+		if !ok && string(n) == name {
+			e, ok = TreeEntry{Name: name, Mode: mode, ID: id}, true
+		}
+		data = rest
+	}
+	return e, ok, nil
+}
+
+// nextTreeEntry parses the first entry of a tree object's content.
+func nextTreeEntry(data []byte) (mode uint32, name []byte, id ObjectID, rest []byte, err error) {
+	sp := bytes.IndexByte(data, ' ')
+	if sp <= 0 {
+		return 0, nil, id, nil, errors.New("malformed tree entry mode")
+	}
+	var m uint64
+	switch string(data[:sp]) { // the modes tally writes, without the parse's allocation
+	case "100644":
+		m = modeBlob
+	case "40000":
+		m = modeTree
+	default:
+		if m, err = strconv.ParseUint(string(data[:sp]), 8, 32); err != nil {
+			return 0, nil, id, nil, fmt.Errorf("malformed tree entry mode %q", data[:sp])
+		}
+	}
+	data = data[sp+1:]
+	nul := bytes.IndexByte(data, 0)
+	if nul <= 0 || len(data) < nul+1+20 {
+		return 0, nil, id, nil, errors.New("malformed tree entry name")
+	}
+	copy(id[:], data[nul+1:nul+21])
+	return uint32(m), data[:nul], id, data[nul+21:], nil
 }
 
 // DiffTrees returns the paths of blobs that differ between trees a and b

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -41,8 +42,10 @@ func TestSegmentedVerifyFindsTheFirstBadEntry(t *testing.T) {
 	}
 	// Replace the meta blob of commit at seq s with a wrong one, re-chaining
 	// the later commits: with 2+ segments, some seqs are the last of a
-	// segment, whose tree the next segment starts from.
-	for _, s := range []uint64{5, 29, 30, 31, 59} {
+	// segment, whose tree the next segment starts from. Segments are cut
+	// from the tip (seq 60), so seq b ends one.
+	b := uint64(60 - 3*segmentLen(61, max(1, runtime.GOMAXPROCS(0))))
+	for _, s := range []uint64{5, b - 1, b, b + 1, 59} {
 		tampered := tamperMeta(t, l, s)
 		_, err := l.VerifyRange(gitstore.ObjectID{}, tampered)
 		if e := errs.From(err); e.Code != "STATE-MISMATCH" || e.Details["seq"] != s {
@@ -96,4 +99,23 @@ func tamperMeta(t *testing.T, l *Ledger, s uint64) gitstore.ObjectID {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// The segments of a long range share the work evenly among the workers:
+// each of half of minSegment to minSegment entries, and unless they are
+// held to that half, the busiest worker (segments of one length go round
+// the workers) checks fewer than one entry a round more than its share.
+// Segments of minSegment each left one of 2 workers 61% of a 20k-entry
+// range.
+func TestSegmentsShareTheWorkEvenly(t *testing.T) {
+	for workers := 1; workers <= 4; workers++ {
+		for n := minSegment; n <= 12*minSegment; n += 97 {
+			l := segmentLen(n, workers)
+			segs := (n + l - 1) / l
+			rounds := (segs + workers - 1) / workers
+			if l > minSegment || 2*l < minSegment || 2*l > minSegment && rounds*l*workers-n >= workers*rounds {
+				t.Fatalf("%d entries, %d workers: %d segments of %d, the busiest worker checks %d", n, workers, segs, l, rounds*l)
+			}
+		}
+	}
 }
