@@ -82,11 +82,30 @@ func sequenced(t testing.TB, dirs ...string) {
 	}
 }
 
+// gitFetches runs tally as netRun does with git's command trace in a new
+// file and returns the result and how many `git fetch` it ran.
+func gitFetches(t testing.TB, bin, dir, actor string, args ...string) (testrepo.Result, int) {
+	f, err := os.CreateTemp(t.TempDir(), "trace")
+	if err != nil {
+		return testrepo.Result{Err: err}, 0
+	}
+	f.Close()
+	p := netRun(bin, dir, actor, []string{"GIT_TRACE=" + f.Name()}, args...)
+	b, err := os.ReadFile(f.Name())
+	if err != nil && p.Err == nil {
+		p.Err = err
+	}
+	return p, len(regexp.MustCompile(`(?m)trace: built-in: git fetch `).FindAll(b, -1))
+}
+
 // TestSequencedClaimNext: with the sequencer on, agents' claim --next goes to
 // the server as a request, round after round with all agents at once: every
 // agent gets a cell, none twice, the server's ledger holds exactly the
 // claims the agents were told about (by them, one per cell), no request ref
-// is left on the server, and the ledger verifies.
+// is left on the server, and the ledger verifies. An agent's first request
+// (it has verified nothing of the remote yet, so it names no have) fetches;
+// every later one takes the entries the server sent with its answer and
+// runs no fetch at all.
 func TestSequencedClaimNext(t *testing.T) {
 	rounds, agents := 4, 8
 	if netStress() {
@@ -101,12 +120,18 @@ func TestSequencedClaimNext(t *testing.T) {
 			sequenced(t, dirs...)
 			told := map[string]string{}
 			for round := 0; round < rounds; round++ {
+				fetches := make([]int, agents)
 				out := netTogether(agents, func(i int) testrepo.Result {
-					return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+					p, n := gitFetches(t, c.bin, dirs[i], netAgent(i), "--remote", "origin", "claim", "--next", "--ttl", "3600")
+					fetches[i] = n
+					return p
 				})
 				for i, p := range out {
 					if p.Err != nil || p.Code != 0 {
 						t.Fatalf("round %d %s: %s %v", round, netAgent(i), p, p.Err)
+					}
+					if first := round == 0; first != (fetches[i] > 0) {
+						t.Fatalf("round %d %s: %d fetches, want them only in the first round (after it the server sends the entries)", round, netAgent(i), fetches[i])
 					}
 					key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
 					if prev, ok := told[key]; ok {
