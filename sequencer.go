@@ -73,8 +73,9 @@ func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) 
 		}
 		return chain.MarshalCanonical(in)
 	}
-	// Only when the server's answer is lost is the entry looked for: this
-	// actor's claim --next recording this very process as its holder.
+	// This request's entry: this actor's claim --next recording this very
+	// process as its holder (the reported entry must be it; when the
+	// server's answer is lost, it is looked for).
 	mine := func(a *ledger.Applied) bool {
 		b, ok := claimOf(a)
 		return ok && a.Entry.Actor == c.Actor && b.Next && b.Holder() == self

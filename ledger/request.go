@@ -81,11 +81,12 @@ func parseRequestRefusal(reason string) (*errs.Error, bool) {
 // clone's verified tip of the remote ledger, zero if none, for the server to
 // send the entries since) as op to the remote's sequencer and returns the
 // entry the server appended for it, verified: taken from the range the
-// server sent (takeSent) or else fetched. mine recognizes the entry among
-// those that landed since this clone's record of the remote, for when the
-// answer was lost (the hook or the connection died after the append): then
-// the request is found or reported REMOTE-UNREACHABLE, never sent twice. A
-// refusal by the server's rules comes back with the rule's code.
+// server sent (takeSent) or else fetched. mine recognizes this request's
+// entry: the reported one must be it, and when the answer was lost (the
+// hook or the connection died after the append) it is looked for among
+// those that landed since this clone's record of the remote: found, or
+// reported REMOTE-UNREACHABLE, never sent twice. A refusal by the server's
+// rules comes back with the rule's code.
 func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID) ([]byte, error), mine func(*Applied) bool) (*Appended, error) {
 	known := l.readRemoteRecord(remote)
 	res, pushErr := l.pushRequest(remote, op, intent, known)
@@ -122,7 +123,7 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID) 
 		if err1 != nil || err2 != nil {
 			return nil, errs.New(errs.RemoteRejected, "remote %s answered the request without the ledger's old and new value (%q..%q)", remote, res.Old, res.New)
 		}
-		if found := l.takeSent(remote, known, old, new, res.Lines); found != nil {
+		if found := l.takeSent(remote, known, old, new, res.Lines); found != nil && mine(&found.Applied) {
 			l.fastForwardLocal(new, new)
 			l.maybePack() // the sent range is a pack, as a fetch's
 			return found, nil
@@ -140,7 +141,6 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID) 
 			return nil, errs.New(errs.RemoteRejected, "remote %s reported entry commit %s, which its ledger %s does not hold", remote, new, fetched)
 		}
 		from, tip = old, new
-		mine = func(*Applied) bool { return true }
 	}
 	_, err = l.VerifyRangeEach(from, tip, func(a *Applied) error {
 		if found == nil && mine(a) {
@@ -153,7 +153,7 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID) 
 	}
 	if found == nil {
 		if pushErr == nil {
-			pushErr = errors.New("the reported range holds no entry")
+			pushErr = errors.New("the reported range holds no entry of this request")
 		}
 		return nil, errs.Wrap(errs.RemoteUnreachable, pushErr, "remote %s: the request's outcome is unknown and its entry is not in the ledger", remote)
 	}

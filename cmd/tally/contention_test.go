@@ -365,3 +365,160 @@ func TestSequencedPushers(t *testing.T) {
 		t.Fatalf("bob's own claim: %v", got)
 	}
 }
+
+// tamperingSequencer replaces the bare repository's proc-receive shim with a
+// wrapper that runs it and, while the file mode in the repository names a
+// tampering, changes what it says before the pusher hears it: the sent
+// range on its stderr (the "remote: " lines) and, for "tip", the new-oid of
+// its answer. The modes: "mute" says nothing (a server from before sent
+// ranges); "forge" changes a byte of a blob; "drop" leaves a blob out and
+// announces one object less; "truncate" leaves out the end line; "extra"
+// adds the object of the file extra, announced; "tip" reports, and sends,
+// a commit on top of the real entry with its parent's tree (an entry that
+// does not verify) as the entry. Any other content lets it speak.
+func tamperingSequencer(t *testing.T, bare, extra string) (mode string) {
+	t.Helper()
+	shim := filepath.Join(bare, "hooks", "proc-receive")
+	real := shim + ".real"
+	if err := os.Rename(shim, real); err != nil {
+		t.Fatal(err)
+	}
+	mode = filepath.Join(bare, "tamper-mode")
+	script := `#!/bin/sh
+m=$(cat '` + mode + `' 2>/dev/null)
+case "$m" in
+mute|forge|drop|truncate|extra|tip) ;;
+*) exec '` + real + `' "$@" ;;
+esac
+dir=$(mktemp -d) || exit 1
+mkfifo "$dir/pipe"
+exec 3<&0 # an asynchronous command's own stdin is /dev/null
+'` + real + `' "$@" <&3 >"$dir/pipe" 2>"$dir/err" &
+pid=$!
+# The version reply (18 bytes) goes through at once: receive-pack waits for
+# it before it sends the commands. The answer is held until the hook exits.
+{ dd bs=1 count=18 2>/dev/null; cat >"$dir/out"; } <"$dir/pipe"
+wait "$pid"
+rc=$?
+new=$(grep -ao 'option new-oid [0-9a-f]\{40\}' "$dir/out" | cut -d' ' -f3)
+fake=$new
+objline=
+if [ "$m" = tip ] && [ -n "$new" ]; then
+	fake=$(git commit-tree "$new~1^{tree}" -p "$new" -m forged) || exit 1
+	echo "$fake" >'` + mode + `.forged'
+	objline="tally-object 1 $(git cat-file commit "$fake" | base64 -w0)"
+	sed "s/$new/$fake/" "$dir/out"
+else
+	cat "$dir/out"
+fi
+if [ "$m" != mute ]; then
+	awk -v m="$m" -v new="$new" -v fake="$fake" -v objline="$objline" -v extra="$(base64 -w0 <'` + extra + `')" '
+	/^tally-range / && m == "drop" { $5 = $5 - 1 }
+	/^tally-range / && (m == "extra" || m == "tip") { $5 = $5 + 1; $4 = fake; print; print (m == "extra" ? "tally-object 3 " extra : objline); next }
+	/^tally-range-end / && m == "truncate" { next }
+	/^tally-range-end / { $2 = fake }
+	/^tally-object 3 / && m == "drop" && !done { done = 1; next }
+	/^tally-object 3 / && m == "forge" && !done { done = 1; c = substr($3, 1, 1); $3 = (c == "A" ? "B" : "A") substr($3, 2) }
+	{ print }' "$dir/err" >&2
+fi
+rm -rf "$dir"
+exit $rc
+`
+	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return mode
+}
+
+// TestSequencedSentRangeTampered: a server whose sequencer hook tampers
+// with the entries it sends beside its answer gets nothing past the client.
+// An object changed in flight, one left out, a range cut short, or no range
+// at all: the client takes nothing from it, fetches, and holds the cell the
+// server's ledger really granted it. An object added that nobody asked
+// for: the range is taken (no fetch) and the extra object is not stored. A
+// reported entry that does not verify (a commit on the real one with its
+// parent's state): not taken from the range, and, as the fetched ledger
+// does not hold it, refused (REMOTE-REJECTED); the forged commit is not in
+// the clone, whose record and tracking ref stay on the server's real tip.
+// Across it all no cell is granted twice, and an untampered request then
+// takes its range again.
+func TestSequencedSentRangeTampered(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	seed := c.seeded("tamper", 12)
+	dir := c.agents(1)[0]
+	sequenced(t, dir)
+	extra := filepath.Join(t.TempDir(), "extra")
+	if err := os.WriteFile(extra, []byte("an object nobody asked for\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	extraID := testrepo.Git(t, dir, "hash-object", extra)
+	mode := tamperingSequencer(t, c.bare, extra)
+	told := map[string]bool{}
+	claim := func(m string, wantFetch bool) testrepo.Result {
+		t.Helper()
+		if err := os.WriteFile(mode, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil {
+			t.Fatalf("%s: %s: %v", m, p, p.Err)
+		}
+		if p.Code == 0 {
+			key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+			if told[key] {
+				t.Fatalf("%s: %s granted twice", m, key)
+			}
+			told[key] = true
+			if wantFetch != (fetches > 0) {
+				t.Fatalf("%s: %d fetches, want a fetch %v\n%s", m, fetches, wantFetch, p.Stderr)
+			}
+		}
+		return p
+	}
+	claim("none", true) // the first request names no have: it fetches
+	claim("none", false)
+	for _, m := range []string{"forge", "drop", "truncate", "mute"} {
+		if p := claim(m, true); p.Code != 0 {
+			t.Fatalf("%s: %s, want the cell (after a fetch)", m, p)
+		}
+	}
+	if p := claim("extra", false); p.Code != 0 {
+		t.Fatalf("extra: %s", p)
+	}
+	if _, err := netGit(dir, nil, "cat-file", "-e", extraID); err == nil {
+		t.Fatalf("the object the server added to the range (%s) was stored", extraID)
+	}
+	before := len(netLedger(t, c.bare))
+	p := claim("tip", true)
+	if p.Code != 2 || p.ErrorCode() != "REMOTE-REJECTED" {
+		t.Fatalf("tip: %s, want REMOTE-REJECTED (the reported entry is not in the server's ledger)", p)
+	}
+	real := c.serverTip()
+	if n := len(netLedger(t, c.bare)); n != before+1 {
+		t.Fatalf("the server's ledger went from %d to %d entries, want the one real claim", before, n)
+	}
+	forged, err := os.ReadFile(mode + ".forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netGit(dir, nil, "cat-file", "-e", strings.TrimSpace(string(forged))); err == nil {
+		t.Fatalf("the forged entry commit %s was stored in the clone", forged)
+	}
+	if got := testrepo.Git(t, dir, "rev-parse", "refs/remotes/origin/tally/ledger"); got != real {
+		t.Fatalf("tracking ref at %s, want the server's tip %s", got, real)
+	}
+	if p := claim("none", false); p.Code != 0 {
+		t.Fatalf("after the tampering: %s", p)
+	}
+	claims := map[string]int{}
+	for _, e := range netLedger(t, c.bare) {
+		if e.Kind == "claim" {
+			if claims[e.cell()]++; claims[e.cell()] > 1 {
+				t.Fatalf("%s claimed twice in the server's ledger", e.cell())
+			}
+		}
+	}
+	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
+	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+}
