@@ -522,3 +522,61 @@ func TestSequencedSentRangeTampered(t *testing.T) {
 	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
 	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
 }
+
+// TestSequencedRequestSkipsPreReceive: a push of requests only, which the
+// server hands to its sequencer, runs no tally pre-receive (the sequencer
+// judges the request), and skipping it opens nothing. With the server's
+// tally.hookTimeout made invalid, on which tally's pre-receive refuses every
+// push, a sequenced claim still lands. A plain git push of a request beside
+// a forged ledger commit is refused by the full check, whole. A request
+// pushed where receive.procReceiveRefs does not hand additions to the
+// sequencer (unset, or a value whose modifiers are deletions only) is
+// refused by pre-receive (POLICY) and stored as no ref.
+func TestSequencedRequestSkipsPreReceive(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	seed := c.seeded("skip", 4)
+	dir := c.agents(1)[0]
+	sequenced(t, dir)
+	c.ok(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	empty := testrepo.Git(t, dir, "hash-object", "-t", "tree", "-w", "/dev/null")
+	request := testrepo.Git(t, dir, "commit-tree", empty, "-m", `{"actor":"agent-0","holder":{"host":"h","pid":1},"nonce":"00000000000000000000000000000000","op":"claim-next","ttl":0,"v":1}`)
+	testrepo.Git(t, seed, "fetch", "-q", "origin", "+refs/tally/ledger:refs/tally/ledger")
+	tip := c.serverTip()
+	forged := testrepo.Git(t, seed, "commit-tree", tip+"^{tree}", "-p", tip, "-m", "not an entry")
+	testrepo.Git(t, seed, "fetch", "-q", dir, request) // the request commit, for seed to push
+	before := c.lsRemote()
+	exit, stderr := c.push(seed, "origin", forged+":refs/tally/ledger", request+":refs/for/tally/claim-next")
+	if exit == 0 || netFirstLine(stderr, "tally: refused refs/tally/ledger: ") == "" {
+		t.Fatalf("a request beside a forged ledger commit: exit %d, want tally's refusal of the ledger update:\n%s", exit, stderr)
+	}
+	if after := c.lsRemote(); after != before {
+		t.Fatalf("the refused mixed push moved the server's refs:\n%s\n->\n%s", before, after)
+	}
+	for _, routing := range [][]string{nil, {"d:refs/for/tally"}} {
+		netGit(c.bare, nil, "config", "--unset-all", "receive.procReceiveRefs") // exit 5 when none is set
+		for _, v := range routing {
+			testrepo.Git(t, c.bare, "config", "--add", "receive.procReceiveRefs", v)
+		}
+		exit, stderr := c.push(dir, "origin", request+":refs/for/tally/claim-next")
+		if exit == 0 || netFirstLine(stderr, "tally: refused refs/for/tally/claim-next: POLICY: ") == "" {
+			t.Fatalf("request with receive.procReceiveRefs %v: exit %d, want POLICY:\n%s", routing, exit, stderr)
+		}
+		if refs := c.lsRemote(); strings.Contains(refs, "refs/for/") {
+			t.Fatalf("request with receive.procReceiveRefs %v stored as a ref:\n%s", routing, refs)
+		}
+	}
+	testrepo.Git(t, c.bare, "config", "receive.procReceiveRefs", "a:refs/for/tally/")
+	testrepo.Git(t, c.bare, "config", "tally.hookTimeout", "not-a-duration")
+	exit, stderr = c.push(seed, "origin", "HEAD:refs/heads/other")
+	if exit == 0 || !strings.Contains(stderr, "USAGE") {
+		t.Fatalf("a code push with tally.hookTimeout invalid: exit %d, want USAGE from tally's pre-receive:\n%s", exit, stderr)
+	}
+	p := c.run(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	if p.Code != 0 {
+		t.Fatalf("a sequenced claim with tally.hookTimeout invalid: %s; want it served without tally's pre-receive", p)
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan)", n)
+	}
+}
