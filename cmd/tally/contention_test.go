@@ -580,3 +580,94 @@ func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan)", n)
 	}
 }
+
+// oldSequencer replaces the bare repository's proc-receive shim with one
+// that answers as a server from before the have field: it speaks the
+// protocol itself up to the commands, refuses a request whose intent has a
+// have member as that server's intent decoder does (USAGE, unknown field),
+// and hands any other to the real hook. It logs "have" or "plain" per
+// request to the returned file.
+func oldSequencer(t *testing.T, bare string) (log string) {
+	t.Helper()
+	shim := filepath.Join(bare, "hooks", "proc-receive")
+	real := shim + ".real"
+	if err := os.Rename(shim, real); err != nil {
+		t.Fatal(err)
+	}
+	log = filepath.Join(bare, "old-sequencer.log")
+	script := `#!/bin/sh
+raw=$(mktemp) || exit 1
+trap 'rm -f "$raw"' EXIT
+# block copies pkt-lines from stdin to $raw up to a flush; the last
+# command's new oid and ref are left in $new and $ref
+block() {
+	while :; do
+		len=$(dd bs=1 count=4 2>/dev/null)
+		printf '%s' "$len" >>"$raw"
+		[ "$len" != 0000 ] || return 0
+		line=$(dd bs=1 count=$((0x$len - 4)) 2>/dev/null | tee -a "$raw")
+		set -- $line
+		new=$2 ref=$3
+	done
+}
+block
+printf '000eversion=1'; printf '\0'; printf '0000' # printf would read \0000 as one octal escape
+block
+if git cat-file commit "$new" | grep -q '"have":'; then
+	echo have >>'` + log + `'
+	text='ng '$ref' tally USAGE: the request is not an intent: json: unknown field "have"'
+	printf '%04x%s0000' $((${#text} + 4)) "$text"
+	exit 0
+fi
+echo plain >>'` + log + `'
+'` + real + `' <"$raw" | { dd bs=1 count=18 >/dev/null 2>&1; cat; }
+`
+	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// TestSequencedOldServer: against a server from before the have field
+// (which refuses an intent with a member it does not know), a clone that
+// names its verified tip is refused unread, sends the same request once
+// more without it, and gets its cell through a fetch, as before; no cell is
+// granted twice and no request is applied twice.
+func TestSequencedOldServer(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("old", 4)
+	dir := c.agents(1)[0]
+	sequenced(t, dir)
+	log := oldSequencer(t, c.bare)
+	cells := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil || p.Code != 0 || fetches == 0 {
+			t.Fatalf("claim %d: %s (%d fetches) %v", i, p, fetches, p.Err)
+		}
+		key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+		if cells[key] {
+			t.Fatalf("%s granted twice", key)
+		}
+		cells[key] = true
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first claim names no have (nothing verified yet); each later one
+	// is refused with it and sent again without.
+	if got, want := strings.Fields(string(b)), []string{"plain", "have", "plain", "have", "plain"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the server saw %v, want %v", got, want)
+	}
+	claims := 0
+	for _, e := range netLedger(t, c.bare) {
+		if e.Kind == "claim" {
+			claims++
+		}
+	}
+	if claims != 3 {
+		t.Fatalf("%d claims in the server's ledger, want 3", claims)
+	}
+}
