@@ -671,3 +671,27 @@ func TestSequencedOldServer(t *testing.T) {
 		t.Fatalf("%d claims in the server's ledger, want 3", claims)
 	}
 }
+
+// TestSequencedSSH: over OpenSSH's sshd the sequencer's sent range reaches
+// the client as over git daemon and HTTP (receive-pack relays the hook's
+// stderr on the push's sideband whatever the transport): after the first
+// request, claims run no fetch.
+func TestSequencedSSH(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("ssh", 3)
+	srv := gitserver.SSH(t, filepath.Dir(c.bare))
+	dir := c.agents(1)[0]
+	sequenced(t, dir)
+	testrepo.Git(t, dir, "config", "core.sshCommand", srv.Command(srv.Key))
+	testrepo.Git(t, dir, "remote", "add", "viassh", srv.URL+"/shared.git")
+	for i := 0; i < 3; i++ {
+		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "viassh", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil || p.Code != 0 || (i == 0) != (fetches > 0) {
+			t.Fatalf("claim %d over ssh: %s, %d fetches (want them in the first only) %v", i, p, fetches, p.Err)
+		}
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
+	}
+}
