@@ -207,7 +207,9 @@ feed() {
 }
 `, requestsOnlyMax, zero, ledger.RequestPrefix, ProcReceiveConfig)
 	if chain {
-		fmt.Fprintf(&b, `orig="$(dirname "$0")/pre-receive%[1]s"
+		// ${0%/*}: git names a hook by a path with a directory, and a
+		// dirname process would cost every push a millisecond.
+		fmt.Fprintf(&b, `orig="${0%%/*}/pre-receive%[1]s"
 if [ -x "$orig" ]; then
 	tmp=$(mktemp) || exit 1
 	trap 'rm -f "$tmp"' EXIT
