@@ -75,6 +75,29 @@ func pushedLedgerUpdates(t testing.TB, bare string) int {
 	return n
 }
 
+// sequencedAgent starts a git daemon cluster seeded with a wave of cells
+// (netCluster.seeded) and one agent's clone with the sequencer on.
+func sequencedAgent(t *testing.T, wave string, cells int) (c *netCluster, seed, dir string) {
+	t.Helper()
+	c = newNetCluster(t, gitserver.GitDaemon)
+	seed = c.seeded(wave, cells)
+	dir = c.agents(1)[0]
+	sequenced(t, dir)
+	return c, seed, dir
+}
+
+// netClaims are the server's claims: the actors of each claimed cell's
+// claim entries, in ledger order.
+func netClaims(t testing.TB, bare string) map[string][]string {
+	claims := map[string][]string{}
+	for _, e := range netLedger(t, bare) {
+		if e.Kind == "claim" {
+			claims[e.cell()] = append(claims[e.cell()], e.Actor)
+		}
+	}
+	return claims
+}
+
 // sequenced turns the sequencer on in each clone (git config tally.sequencer).
 func sequenced(t testing.TB, dirs ...string) {
 	for _, d := range dirs {
@@ -140,12 +163,7 @@ func TestSequencedClaimNext(t *testing.T) {
 					told[key] = netAgent(i)
 				}
 			}
-			claims := map[string][]string{}
-			for _, e := range netLedger(t, c.bare) {
-				if e.Kind == "claim" {
-					claims[e.cell()] = append(claims[e.cell()], e.Actor)
-				}
-			}
+			claims := netClaims(t, c.bare)
 			if len(claims) != len(told) {
 				t.Fatalf("server ledger has claims of %d cells, agents were told %d", len(claims), len(told))
 			}
@@ -231,32 +249,51 @@ func TestSequencedRefusalDetails(t *testing.T) {
 // other content lets it answer.
 func killingSequencer(t *testing.T, bare string) (mode string) {
 	t.Helper()
+	return modeSequencer(t, bare, "kill-mode", "18|34", func(real, mode string) string {
+		return `dir=$(mktemp -d) || exit 1
+mkfifo "$dir/out"
+exec 3<&0 # an asynchronous command's own stdin is /dev/null
+'` + real + `' "$@" <&3 >"$dir/out" 2>>'` + mode + `.log' &
+pid=$!
+dd bs=1 count="$m" <"$dir/out" 2>/dev/null # unbuffered, unlike head -c
+kill -9 "$pid"
+rm -rf "$dir"
+exit 1
+`
+	})
+}
+
+// modeSequencer wraps the sequencer (wrapSequencer) with a script that
+// runs the real hook unchanged unless the file mode in the repository (its
+// name returned) holds one of modes (a shell case pattern), when the rest,
+// body(the real hook, the mode file), runs with the mode in $m.
+func modeSequencer(t *testing.T, bare, name, modes string, body func(real, mode string) string) (mode string) {
+	t.Helper()
+	mode = filepath.Join(bare, name)
+	wrapSequencer(t, bare, func(real string) string {
+		return `#!/bin/sh
+m=$(cat '` + mode + `' 2>/dev/null)
+case "$m" in
+` + modes + `) ;;
+*) exec '` + real + `' "$@" ;;
+esac
+` + body(real, mode)
+	})
+	return mode
+}
+
+// wrapSequencer moves the bare repository's proc-receive shim aside and
+// writes script(the moved shim's path) in its place.
+func wrapSequencer(t *testing.T, bare string, script func(real string) string) {
+	t.Helper()
 	shim := filepath.Join(bare, "hooks", "proc-receive")
 	real := shim + ".real"
 	if err := os.Rename(shim, real); err != nil {
 		t.Fatal(err)
 	}
-	mode = filepath.Join(bare, "kill-mode")
-	script := `#!/bin/sh
-limit=$(cat '` + mode + `' 2>/dev/null)
-case "$limit" in
-18|34) ;;
-*) exec '` + real + `' "$@" ;;
-esac
-dir=$(mktemp -d) || exit 1
-mkfifo "$dir/out"
-exec 3<&0 # an asynchronous command's own stdin is /dev/null
-'` + real + `' "$@" <&3 >"$dir/out" 2>>'` + mode + `.log' &
-pid=$!
-dd bs=1 count="$limit" <"$dir/out" 2>/dev/null # unbuffered, unlike head -c
-kill -9 "$pid"
-rm -rf "$dir"
-exit 1
-`
-	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(shim, []byte(script(real)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return mode
 }
 
 // TestSequencedKill9: the sequencer killed with SIGKILL mid-request, in
@@ -306,12 +343,7 @@ func TestSequencedKill9(t *testing.T) {
 			}
 		}
 	}
-	claims := map[string][]string{}
-	for _, e := range netLedger(t, c.bare) {
-		if e.Kind == "claim" {
-			claims[e.cell()] = append(claims[e.cell()], e.Actor)
-		}
-	}
+	claims := netClaims(t, c.bare)
 	for cell, who := range told {
 		if got := claims[cell]; len(got) != 1 || got[0] != who {
 			t.Fatalf("%s: server ledger has claims by %v, agent told %s", cell, got, who)
@@ -378,19 +410,8 @@ func TestSequencedPushers(t *testing.T) {
 // does not verify) as the entry. Any other content lets it speak.
 func tamperingSequencer(t *testing.T, bare, extra string) (mode string) {
 	t.Helper()
-	shim := filepath.Join(bare, "hooks", "proc-receive")
-	real := shim + ".real"
-	if err := os.Rename(shim, real); err != nil {
-		t.Fatal(err)
-	}
-	mode = filepath.Join(bare, "tamper-mode")
-	script := `#!/bin/sh
-m=$(cat '` + mode + `' 2>/dev/null)
-case "$m" in
-mute|forge|drop|truncate|extra|tip) ;;
-*) exec '` + real + `' "$@" ;;
-esac
-dir=$(mktemp -d) || exit 1
+	return modeSequencer(t, bare, "tamper-mode", "mute|forge|drop|truncate|extra|tip", func(real, mode string) string {
+		return `dir=$(mktemp -d) || exit 1
 mkfifo "$dir/pipe"
 exec 3<&0 # an asynchronous command's own stdin is /dev/null
 '` + real + `' "$@" <&3 >"$dir/pipe" 2>"$dir/err" &
@@ -424,10 +445,7 @@ fi
 rm -rf "$dir"
 exit $rc
 `
-	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return mode
+	})
 }
 
 // TestSequencedSentRangeTampered: a server whose sequencer hook tampers
@@ -444,10 +462,7 @@ exit $rc
 // takes its range again.
 func TestSequencedSentRangeTampered(t *testing.T) {
 	t.Parallel()
-	c := newNetCluster(t, gitserver.GitDaemon)
-	seed := c.seeded("tamper", 12)
-	dir := c.agents(1)[0]
-	sequenced(t, dir)
+	c, seed, dir := sequencedAgent(t, "tamper", 12)
 	extra := filepath.Join(t.TempDir(), "extra")
 	if err := os.WriteFile(extra, []byte("an object nobody asked for\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -511,12 +526,9 @@ func TestSequencedSentRangeTampered(t *testing.T) {
 	if p := claim("none", false); p.Code != 0 {
 		t.Fatalf("after the tampering: %s", p)
 	}
-	claims := map[string]int{}
-	for _, e := range netLedger(t, c.bare) {
-		if e.Kind == "claim" {
-			if claims[e.cell()]++; claims[e.cell()] > 1 {
-				t.Fatalf("%s claimed twice in the server's ledger", e.cell())
-			}
+	for cell, who := range netClaims(t, c.bare) {
+		if len(who) > 1 {
+			t.Fatalf("%s claimed by %v in the server's ledger", cell, who)
 		}
 	}
 	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
@@ -534,10 +546,7 @@ func TestSequencedSentRangeTampered(t *testing.T) {
 // refused by pre-receive (POLICY) and stored as no ref.
 func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 	t.Parallel()
-	c := newNetCluster(t, gitserver.GitDaemon)
-	seed := c.seeded("skip", 4)
-	dir := c.agents(1)[0]
-	sequenced(t, dir)
+	c, seed, dir := sequencedAgent(t, "skip", 4)
 	c.ok(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
 	empty := testrepo.Git(t, dir, "hash-object", "-t", "tree", "-w", "/dev/null")
 	request := testrepo.Git(t, dir, "commit-tree", empty, "-m", `{"actor":"agent-0","holder":{"host":"h","pid":1},"nonce":"00000000000000000000000000000000","op":"claim-next","ttl":0,"v":1}`)
@@ -589,13 +598,9 @@ func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 // request to the returned file.
 func oldSequencer(t *testing.T, bare string) (log string) {
 	t.Helper()
-	shim := filepath.Join(bare, "hooks", "proc-receive")
-	real := shim + ".real"
-	if err := os.Rename(shim, real); err != nil {
-		t.Fatal(err)
-	}
 	log = filepath.Join(bare, "old-sequencer.log")
-	script := `#!/bin/sh
+	wrapSequencer(t, bare, func(real string) string {
+		return `#!/bin/sh
 raw=$(mktemp) || exit 1
 trap 'rm -f "$raw"' EXIT
 # block copies pkt-lines from stdin to $raw up to a flush; the last
@@ -622,9 +627,7 @@ fi
 echo plain >>'` + log + `'
 '` + real + `' <"$raw" | { dd bs=1 count=18 >/dev/null 2>&1; cat; }
 `
-	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return log
 }
 
@@ -635,10 +638,7 @@ echo plain >>'` + log + `'
 // granted twice and no request is applied twice.
 func TestSequencedOldServer(t *testing.T) {
 	t.Parallel()
-	c := newNetCluster(t, gitserver.GitDaemon)
-	c.seeded("old", 4)
-	dir := c.agents(1)[0]
-	sequenced(t, dir)
+	c, _, dir := sequencedAgent(t, "old", 4)
 	log := oldSequencer(t, c.bare)
 	cells := map[string]bool{}
 	for i := 0; i < 3; i++ {
@@ -661,14 +661,8 @@ func TestSequencedOldServer(t *testing.T) {
 	if got, want := strings.Fields(string(b)), []string{"plain", "have", "plain", "have", "plain"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("the server saw %v, want %v", got, want)
 	}
-	claims := 0
-	for _, e := range netLedger(t, c.bare) {
-		if e.Kind == "claim" {
-			claims++
-		}
-	}
-	if claims != 3 {
-		t.Fatalf("%d claims in the server's ledger, want 3", claims)
+	if claims := netClaims(t, c.bare); len(claims) != 3 {
+		t.Fatalf("claims of %d cells in the server's ledger, want 3 (one each)", len(claims))
 	}
 }
 
