@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
 )
@@ -25,7 +27,9 @@ const OpClaimNext = "claim-next"
 // Intent is a sequenced request, sent as its canonical JSON (RFC 8785) as
 // the message of a commit with the empty tree. Nonce makes every request a
 // new commit; Holder and Base are what the claim records about the
-// requesting process and its code base.
+// requesting process and its code base. Have (optional) is the client's
+// verified tip of the server's ledger: the server sends the entries after
+// it with its answer (ledger.SendRange), sparing the client a fetch.
 type Intent struct {
 	V      int          `json:"v"`
 	Op     string       `json:"op"`
@@ -34,6 +38,7 @@ type Intent struct {
 	TTL    int          `json:"ttl"`
 	Holder IntentHolder `json:"holder"`
 	Base   string       `json:"base,omitempty"`
+	Have   string       `json:"have,omitempty"`
 	Nonce  string       `json:"nonce"`
 }
 
@@ -61,17 +66,21 @@ func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) 
 	rand.Read(nonce)
 	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, Wave: o.NextWave, TTL: o.TTL, Base: base, Nonce: hex.EncodeToString(nonce),
 		Holder: IntentHolder{Host: self.Host, PID: self.PID, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart}}
-	raw, err := chain.MarshalCanonical(in)
-	if err != nil {
-		return nil, err
+	intent := func(have gitstore.ObjectID) ([]byte, error) {
+		in.Have = ""
+		if !have.IsZero() {
+			in.Have = have.String()
+		}
+		return chain.MarshalCanonical(in)
 	}
-	// Only when the server's answer is lost is the entry looked for: this
-	// actor's claim --next recording this very process as its holder.
+	// This request's entry: this actor's claim --next recording this very
+	// process as its holder (the reported entry must be it; when the
+	// server's answer is lost, it is looked for).
 	mine := func(a *ledger.Applied) bool {
 		b, ok := claimOf(a)
 		return ok && a.Entry.Actor == c.Actor && b.Next && b.Holder() == self
 	}
-	ap, err := c.L.Request(c.Remote(), OpClaimNext, raw, mine)
+	ap, err := c.L.Request(c.Remote(), OpClaimNext, intent, mine)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +109,10 @@ type Guard func(s *ledger.Snapshot, actor string, kind chain.Kind) error
 // intent (canonical JSON of an Intent, else USAGE), and appends its entry to
 // this (the server's) ledger as the intent's actor, built by the same build
 // and appended by the same path as a local one, with guard checked on the
-// very snapshot the entry is built on.
-func (c *Client) ServeRequest(op string, raw []byte, guard Guard) (*ledger.Appended, error) {
+// very snapshot the entry is built on. Then it writes to sent the range
+// after the intent's have up to the new entry (ledger.SendRange; nothing
+// for a have this ledger does not lead from).
+func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer) (*ledger.Appended, error) {
 	canon, err := chain.Canonicalize(raw)
 	if err != nil || !bytes.Equal(canon, raw) {
 		return nil, errs.New(errs.Usage, "the request is not canonical JSON")
@@ -114,6 +125,12 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard) (*ledger.Appen
 	}
 	if in.V != 1 || in.Op != op || op != OpClaimNext {
 		return nil, errs.New(errs.Usage, "unsupported request: version %d, op %q pushed as %q (this server serves %s)", in.V, in.Op, op, OpClaimNext)
+	}
+	var have gitstore.ObjectID
+	if in.Have != "" {
+		if have, err = gitstore.ParseObjectID(in.Have); err != nil || have.String() != in.Have || have.IsZero() {
+			return nil, errs.New(errs.Usage, "the request's have %q is not 40 lowercase hex digits", in.Have)
+		}
 	}
 	o := ClaimOptions{Next: true, NextWave: in.Wave, TTL: in.TTL}
 	if o.TTL == 0 {
@@ -130,5 +147,8 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard) (*ledger.Appen
 	if err != nil {
 		return nil, err
 	}
+	// The entry has landed: a range that cannot be sent only costs the
+	// client its fetch.
+	c.L.SendRange(sent, have, out[0].Commit)
 	return out[0], nil
 }

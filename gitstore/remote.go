@@ -79,15 +79,22 @@ func (r *Repo) remoteGit(remote string, args []string, rest ...string) ([]byte, 
 // remoteGitShowing is remoteGit copying git's stderr to progress as it
 // comes (GitRun.Progress), when progress is not nil.
 func (r *Repo) remoteGitShowing(remote string, progress io.Writer, args []string, rest ...string) ([]byte, error) {
+	return r.remoteGitCopying(remote, progress, progress != nil, args, rest...)
+}
+
+// remoteGitCopying is remoteGit copying git's stderr to stderr as it comes
+// (nil: not copied), asking git for progress reports when progress (always
+// for a fetch).
+func (r *Repo) remoteGitCopying(remote string, stderr io.Writer, progress bool, args []string, rest ...string) ([]byte, error) {
 	if _, err := r.RemoteURL(remote); err != nil {
 		return nil, err
 	}
 	argv := args[:len(args):len(args)]
-	if slices.Contains(argv, "fetch") || progress != nil {
+	if slices.Contains(argv, "fetch") || progress {
 		argv = append(argv, "--progress")
 	}
 	argv = append(append(argv, "--", remote), rest...)
-	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Idle: remoteIdle, Progress: progress}.Run()
+	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Idle: remoteIdle, Progress: stderr}.Run()
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
 		service := "git-upload-pack"

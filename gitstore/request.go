@@ -1,6 +1,7 @@
 package gitstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +25,10 @@ type RequestResult struct {
 	// Said is what the server printed (its hooks' output), without the
 	// "remote:" prefixes.
 	Said string
+	// Lines are the server's lines as it printed them (the "remote: "
+	// prefix and git's trailing padding removed), also when the push
+	// succeeded: the sequencer sends the entries' objects this way.
+	Lines []string
 }
 
 // PushRequest pushes commit (with the objects it needs) to ref on the
@@ -32,14 +37,17 @@ type RequestResult struct {
 // ErrRemoteUnreachable (or ErrRemoteDenied): the request may or may not
 // have been acted on.
 func (r *Repo) PushRequest(remote, ref string, commit ObjectID) (*RequestResult, error) {
-	// core.abbrev=40: the porcelain range shows whole object names.
-	out, err := r.remoteGit(remote, []string{"-c", "core.abbrev=40", "push", "--porcelain", "--no-verify", "--no-signed",
+	// core.abbrev=40: the porcelain range shows whole object names;
+	// color.remote=false: git would colour keywords in what the server says.
+	var stderr bytes.Buffer
+	out, err := r.remoteGitCopying(remote, &stderr, false, []string{"-c", "core.abbrev=40", "-c", "color.remote=false", "push", "--porcelain", "--no-verify", "--no-signed",
 		"--no-follow-tags", "--no-recurse-submodules"}, commit.String()+":"+ref)
 	if res, ok := parsePorcelain(string(out), commit.String()); ok {
 		var ge *GitError
 		if errors.As(err, &ge) {
 			res.Said, _ = splitStderr(ge.Stderr)
 		}
+		res.Lines = remoteLines(stderr.String())
 		return res, nil
 	}
 	if err == nil {
@@ -75,4 +83,18 @@ func parsePorcelain(out, src string) (*RequestResult, bool) {
 		res.Old, res.New = old, strings.TrimPrefix(new, ".")
 	}
 	return res, true
+}
+
+// remoteLines are the server's lines in git's stderr s: those git prefixed
+// with "remote: ", without the prefix and without the spaces git pads each
+// with (its sideband demultiplexer's clear-to-end-of-line when stderr is
+// not a terminal).
+func remoteLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if rest, ok := strings.CutPrefix(l, "remote: "); ok {
+			out = append(out, strings.TrimRight(rest, " "))
+		}
+	}
+	return out
 }

@@ -549,3 +549,65 @@ func DiffTrees(db *ObjectDB, a, b ObjectID) ([]string, error) {
 
 // DB returns the object database the overlay reads from.
 func (t *Tree) DB() *ObjectDB { return t.db }
+
+// AddedObjects calls each for every object tree b reaches that tree a does
+// not hold at the same path: b itself (unless equal to a), then each
+// subtree and blob whose id differs from a's entry of that name, depth first.
+// Trees come with their content (data, as read), blobs with nil. Trees are
+// read through read, which may serve objects not yet stored (a received
+// range, ledger.Request); blobs are never read. With a holding everything
+// it reaches, the objects of b missing from a store are among those named.
+func AddedObjects(read func(ObjectID) (ObjectType, []byte, error), a, b ObjectID, each func(id ObjectID, t ObjectType, data []byte) error) error {
+	if a == b {
+		return nil
+	}
+	entries := func(id ObjectID) ([]TreeEntry, []byte, error) {
+		if id.IsZero() {
+			return nil, nil, nil
+		}
+		typ, data, err := read(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if typ != TreeObject {
+			return nil, nil, fmt.Errorf("object %s is a %s, not a tree", id, typ)
+		}
+		ents, err := ParseTree(data)
+		return ents, data, err
+	}
+	eb, data, err := entries(b)
+	if err != nil {
+		return err
+	}
+	if err := each(b, TreeObject, data); err != nil {
+		return err
+	}
+	ea, _, err := entries(a)
+	if err != nil {
+		return err
+	}
+	old := make(map[string]TreeEntry, len(ea))
+	for _, e := range ea {
+		old[e.Name] = e
+	}
+	for _, e := range eb {
+		o, had := old[e.Name]
+		if had && o.ID == e.ID {
+			continue
+		}
+		if !e.IsDir() {
+			if err := each(e.ID, BlobObject, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		var sub ObjectID
+		if had && o.IsDir() {
+			sub = o.ID
+		}
+		if err := AddedObjects(read, sub, e.ID, each); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/ledger"
 )
 
 // shimMarker identifies hook files tally wrote (any version: v1 shims, which
@@ -138,6 +139,10 @@ if [ ! -x "$tally_bin" ]; then
 	exit 1
 fi
 `, binLine, shellQuote(tallyPath), name)
+	if name == "pre-receive" {
+		b.WriteString(requestsOnly(chain))
+		return b.String()
+	}
 	if chain {
 		fmt.Fprintf(&b, `orig="$(dirname "$0")/%[1]s%[2]s"
 if [ -x "$orig" ]; then
@@ -153,6 +158,78 @@ fi
 	fmt.Fprintf(&b, "exec \"$tally_bin\" hook %s \"$@\"\n", name)
 	return b.String()
 }
+
+// requestsOnly is the end of the pre-receive shim. It reads the push's
+// commands (at most requestsOnlyMax; a longer push is no request) and exits
+// 0 without running tally when every one adds a ref under
+// ledger.RequestPrefix and receive.procReceiveRefs hands all of them to the
+// sequencer: there the proc-receive hook judges each request by everything
+// pre-receive would (the pusher binding on the very tip the entry is built
+// on), and nothing else is updated. Otherwise tally's check runs on the same
+// commands. The config is read only for such pushes (one git process, where
+// tally's would cost several times that); a value whose modifiers leave out
+// additions does not hand requests over, and any negative value (whose
+// matching is git's to define) makes the full check run. The hook chained
+// before (with chain) runs in every case.
+func requestsOnly(chain bool) string {
+	zero := gitstore.ObjectID{}.String()
+	var b strings.Builder
+	fmt.Fprintf(&b, `input= only=1 n=0
+while [ $n -lt %[1]d ] && IFS= read -r line; do
+	input="$input$line
+"
+	n=$((n+1))
+	case "$line" in
+	*" %[2]s "*) only= ;;
+	"%[2]s "*" %[3]s/"?*) ;;
+	*) only= ;;
+	esac
+done
+[ $n -lt %[1]d ] || only=
+skip=
+if [ -n "$only" ] && [ -n "$input" ]; then
+	set -f
+	for v in $(git config --get-all %[4]s); do
+		case "$v" in
+		*!*) skip=; break ;;
+		*:*) case "${v%%%%:*}" in *a*) v=${v#*:} ;; *) continue ;; esac ;;
+		esac
+		v=${v%%/}
+		if [ -n "$v" ]; then
+			case %[3]s in "$v"|"$v"/*) skip=1 ;; esac
+		fi
+	done
+	set +f
+fi
+feed() {
+	printf '%%s' "$input"
+	[ $n -lt %[1]d ] || cat
+}
+`, requestsOnlyMax, zero, ledger.RequestPrefix, ProcReceiveConfig)
+	if chain {
+		// ${0%/*}: git names a hook by a path with a directory, and a
+		// dirname process would cost every push a millisecond.
+		fmt.Fprintf(&b, `orig="${0%%/*}/pre-receive%[1]s"
+if [ -x "$orig" ]; then
+	tmp=$(mktemp) || exit 1
+	trap 'rm -f "$tmp"' EXIT
+	feed >"$tmp"
+	"$orig" "$@" <"$tmp" || exit $?
+	[ -z "$skip" ] || exit 0
+	"$tally_bin" hook pre-receive "$@" <"$tmp"
+	exit $?
+fi
+`, origSuffix)
+	}
+	b.WriteString(`[ -z "$skip" ] || exit 0
+feed | "$tally_bin" hook pre-receive "$@"
+`)
+	return b.String()
+}
+
+// requestsOnlyMax bounds the commands the pre-receive shim reads before
+// deciding; a push of more is checked by tally whatever it holds.
+const requestsOnlyMax = 64
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 

@@ -108,22 +108,33 @@ func Refusal(err error) Answer {
 	return Answer{Reason: ledger.RequestRefusal(err)}
 }
 
-// sequencing reports whether repo routes request refs to proc-receive: one
-// value of ProcReceiveConfig covers ledger.RequestPrefix (git matches a
-// value as a ref prefix; values may start with a/ab modifiers "a:", "ab:").
-// The configuration is read in process: pre-receive asks this for every
-// request, and a `git config` child would cost more than the answer.
+// sequencing reports whether repo routes requests (additions of refs under
+// ledger.RequestPrefix) to proc-receive: one value of ProcReceiveConfig
+// covers ledger.RequestPrefix as git matches it (a ref prefix, trailing "/"
+// dropped), with no modifiers or ones that include additions ("a:",
+// "ad:"), and no value is negative (a "!" modifier: which refs those leave
+// out is git's to define, so none is relied on). The pre-receive shim
+// (requestsOnly) applies the same rule. The configuration is read in
+// process: pre-receive asks this for every request, and a `git config`
+// child would cost more than the answer.
 func sequencing(repo *gitstore.Repo) bool {
+	covered := false
 	for _, v := range repo.Config().Values(ProcReceiveConfig) {
-		if _, rest, ok := strings.Cut(v, ":"); ok {
+		if strings.Contains(v, "!") {
+			return false
+		}
+		if mods, rest, ok := strings.Cut(v, ":"); ok {
+			if !strings.Contains(mods, "a") {
+				continue
+			}
 			v = rest
 		}
 		v = strings.TrimSuffix(v, "/")
-		if v == ledger.RequestPrefix || strings.HasPrefix(ledger.RequestPrefix, v+"/") {
-			return true
+		if v != "" && (v == ledger.RequestPrefix || strings.HasPrefix(ledger.RequestPrefix, v+"/")) {
+			covered = true
 		}
 	}
-	return false
+	return covered
 }
 
 // checkRequest is pre-receive's judgment of a push to a request ref: passed

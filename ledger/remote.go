@@ -114,6 +114,12 @@ func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
 // verified of it (from genesis with full) and records it. It returns the
 // report, nil when there was nothing new to check.
 func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool) (*Report, error) {
+	return l.verifyRemoteTipEach(remote, tip, full, nil)
+}
+
+// verifyRemoteTipEach is verifyRemoteTip that also hands each verified
+// entry, in order, to each (VerifyRangeEach).
+func (l *Ledger) verifyRemoteTipEach(remote string, tip gitstore.ObjectID, full bool, each func(*Applied) error) (*Report, error) {
 	known := l.readRemoteRecord(remote)
 	if tip.IsZero() && !known.IsZero() {
 		return nil, errs.New(errs.RollbackDetected, "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
@@ -128,7 +134,7 @@ func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool
 	if err := l.extends(tip, known); err != nil {
 		return nil, err
 	}
-	rep, err := l.VerifyRange(known, tip)
+	rep, err := l.VerifyRangeEach(known, tip, each)
 	if err != nil {
 		return nil, l.historyShallow(err)
 	}

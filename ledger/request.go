@@ -77,25 +77,24 @@ func parseRequestRefusal(reason string) (*errs.Error, bool) {
 	}
 }
 
-// Request sends the intent intent (canonical JSON) as op to the remote's
-// sequencer and returns the entry the server appended for it, fetched and
-// verified. mine recognizes the entry among those that landed since this
-// clone's record of the remote, for when the answer was lost (the hook or
-// the connection died after the append): then the request is found or
+// Request sends the intent intent(have) (canonical JSON; have is this
+// clone's verified tip of the remote ledger, zero if none, for the server to
+// send the entries since) as op to the remote's sequencer and returns the
+// entry the server appended for it, verified: taken from the range the
+// server sent (takeSent) or else fetched. mine recognizes this request's
+// entry: the reported one must be it, and when the answer was lost (the
+// hook or the connection died after the append) it is looked for among
+// those that landed since this clone's record of the remote: found, or
 // reported REMOTE-UNREACHABLE, never sent twice. A refusal by the server's
 // rules comes back with the rule's code.
-func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) bool) (*Appended, error) {
+func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID) ([]byte, error), mine func(*Applied) bool) (*Appended, error) {
 	known := l.readRemoteRecord(remote)
-	pw := gitstore.NewPackWriter()
-	tree := pw.Add(gitstore.TreeObject, nil)
-	who := gitstore.Ident{Name: "tally", Email: "tally", When: l.now().Unix(), TZ: "+0000"}
-	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: string(intent)}).Encode())
-	pack, err := pw.WriteTo(l.Repo.ObjectDir)
-	if err != nil {
-		return nil, err
+	res, pushErr := l.pushRequest(remote, op, intent, known)
+	if !known.IsZero() && pushErr == nil && !res.OK && strings.Contains(res.Reason, haveUnknown) {
+		// A server from before the have field refused the request unread:
+		// nothing was applied, so the same request without it is a first.
+		res, pushErr = l.pushRequest(remote, op, intent, gitstore.ObjectID{})
 	}
-	defer gitstore.RemovePack(l.Repo.ObjectDir, pack) // the intent is the server's now
-	res, pushErr := l.Repo.PushRequest(remote, RequestRef(op), id)
 	switch {
 	case pushErr != nil && !errors.Is(pushErr, gitstore.ErrRemoteUnreachable):
 		return nil, remoteError(pushErr)
@@ -115,6 +114,21 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 		return nil, errs.New(errs.Usage, "remote %s does not sequence requests: it stored %s as a ref (unset git config %s here, and delete that ref on the server)",
 			remote, res.Ref, SequencerConfig)
 	}
+	var old, new gitstore.ObjectID
+	if pushErr == nil {
+		// The server said which entry: its commit and the tip it was built on.
+		var err1, err2 error
+		old, err1 = gitstore.ParseObjectID(res.Old)
+		new, err2 = gitstore.ParseObjectID(res.New)
+		if err1 != nil || err2 != nil {
+			return nil, errs.New(errs.RemoteRejected, "remote %s answered the request without the ledger's old and new value (%q..%q)", remote, res.Old, res.New)
+		}
+		if found := l.takeSent(remote, known, old, new, res.Lines); found != nil && mine(&found.Applied) {
+			l.fastForwardLocal(new, new)
+			l.maybePack() // the sent range is a pack, as a fetch's
+			return found, nil
+		}
+	}
 	fetched, err := l.FetchRemote(remote)
 	if err != nil {
 		return nil, err
@@ -123,17 +137,10 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 	var found *Appended
 	from := known
 	if pushErr == nil {
-		// The server said which entry: its commit and the tip it was built on.
-		old, err1 := gitstore.ParseObjectID(res.Old)
-		new, err2 := gitstore.ParseObjectID(res.New)
-		if err1 != nil || err2 != nil {
-			return nil, errs.New(errs.RemoteRejected, "remote %s answered the request without the ledger's old and new value (%q..%q)", remote, res.Old, res.New)
-		}
 		if in, err := l.holdsCommit(fetched, new); err != nil || !in {
 			return nil, errs.New(errs.RemoteRejected, "remote %s reported entry commit %s, which its ledger %s does not hold", remote, new, fetched)
 		}
 		from, tip = old, new
-		mine = func(*Applied) bool { return true }
 	}
 	_, err = l.VerifyRangeEach(from, tip, func(a *Applied) error {
 		if found == nil && mine(a) {
@@ -146,7 +153,7 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 	}
 	if found == nil {
 		if pushErr == nil {
-			pushErr = errors.New("the reported range holds no entry")
+			pushErr = errors.New("the reported range holds no entry of this request")
 		}
 		return nil, errs.Wrap(errs.RemoteUnreachable, pushErr, "remote %s: the request's outcome is unknown and its entry is not in the ledger", remote)
 	}
@@ -158,6 +165,29 @@ func (l *Ledger) Request(remote, op string, intent []byte, mine func(*Applied) b
 	// keeps a sequenced clone's packs (and every later lookup) bounded.
 	l.maybePack()
 	return found, nil
+}
+
+// haveUnknown is what a server from before the have field answers a
+// request that has it (its intent decoder refuses unknown members).
+const haveUnknown = `unknown field "have"`
+
+// pushRequest pushes the request intent(have) as op, as a commit with the
+// empty tree and the intent as its message.
+func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.ObjectID) ([]byte, error), have gitstore.ObjectID) (*gitstore.RequestResult, error) {
+	raw, err := intent(have)
+	if err != nil {
+		return nil, err
+	}
+	pw := gitstore.NewPackWriter()
+	tree := pw.Add(gitstore.TreeObject, nil)
+	who := gitstore.Ident{Name: "tally", Email: "tally", When: l.now().Unix(), TZ: "+0000"}
+	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: string(raw)}).Encode())
+	pack, err := pw.WriteTo(l.Repo.ObjectDir)
+	if err != nil {
+		return nil, err
+	}
+	defer gitstore.RemovePack(l.Repo.ObjectDir, pack) // the intent is the server's now
+	return l.Repo.PushRequest(remote, RequestRef(op), id)
 }
 
 // SequencerConfig is the git configuration variable of a clone that sends

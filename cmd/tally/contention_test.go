@@ -75,6 +75,29 @@ func pushedLedgerUpdates(t testing.TB, bare string) int {
 	return n
 }
 
+// sequencedAgent starts a git daemon cluster seeded with a wave of cells
+// (netCluster.seeded) and one agent's clone with the sequencer on.
+func sequencedAgent(t *testing.T, wave string, cells int) (c *netCluster, seed, dir string) {
+	t.Helper()
+	c = newNetCluster(t, gitserver.GitDaemon)
+	seed = c.seeded(wave, cells)
+	dir = c.agents(1)[0]
+	sequenced(t, dir)
+	return c, seed, dir
+}
+
+// netClaims are the server's claims: the actors of each claimed cell's
+// claim entries, in ledger order.
+func netClaims(t testing.TB, bare string) map[string][]string {
+	claims := map[string][]string{}
+	for _, e := range netLedger(t, bare) {
+		if e.Kind == "claim" {
+			claims[e.cell()] = append(claims[e.cell()], e.Actor)
+		}
+	}
+	return claims
+}
+
 // sequenced turns the sequencer on in each clone (git config tally.sequencer).
 func sequenced(t testing.TB, dirs ...string) {
 	for _, d := range dirs {
@@ -82,11 +105,30 @@ func sequenced(t testing.TB, dirs ...string) {
 	}
 }
 
+// gitFetches runs tally as netRun does with git's command trace in a new
+// file and returns the result and how many `git fetch` it ran.
+func gitFetches(t testing.TB, bin, dir, actor string, args ...string) (testrepo.Result, int) {
+	f, err := os.CreateTemp(t.TempDir(), "trace")
+	if err != nil {
+		return testrepo.Result{Err: err}, 0
+	}
+	f.Close()
+	p := netRun(bin, dir, actor, []string{"GIT_TRACE=" + f.Name()}, args...)
+	b, err := os.ReadFile(f.Name())
+	if err != nil && p.Err == nil {
+		p.Err = err
+	}
+	return p, len(regexp.MustCompile(`(?m)trace: built-in: git fetch `).FindAll(b, -1))
+}
+
 // TestSequencedClaimNext: with the sequencer on, agents' claim --next goes to
 // the server as a request, round after round with all agents at once: every
 // agent gets a cell, none twice, the server's ledger holds exactly the
 // claims the agents were told about (by them, one per cell), no request ref
-// is left on the server, and the ledger verifies.
+// is left on the server, and the ledger verifies. An agent's first request
+// (it has verified nothing of the remote yet, so it names no have) fetches;
+// every later one takes the entries the server sent with its answer and
+// runs no fetch at all.
 func TestSequencedClaimNext(t *testing.T) {
 	rounds, agents := 4, 8
 	if netStress() {
@@ -101,12 +143,18 @@ func TestSequencedClaimNext(t *testing.T) {
 			sequenced(t, dirs...)
 			told := map[string]string{}
 			for round := 0; round < rounds; round++ {
+				fetches := make([]int, agents)
 				out := netTogether(agents, func(i int) testrepo.Result {
-					return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+					p, n := gitFetches(t, c.bin, dirs[i], netAgent(i), "--remote", "origin", "claim", "--next", "--ttl", "3600")
+					fetches[i] = n
+					return p
 				})
 				for i, p := range out {
 					if p.Err != nil || p.Code != 0 {
 						t.Fatalf("round %d %s: %s %v", round, netAgent(i), p, p.Err)
+					}
+					if first := round == 0; first != (fetches[i] > 0) {
+						t.Fatalf("round %d %s: %d fetches, want them only in the first round (after it the server sends the entries)", round, netAgent(i), fetches[i])
 					}
 					key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
 					if prev, ok := told[key]; ok {
@@ -115,12 +163,7 @@ func TestSequencedClaimNext(t *testing.T) {
 					told[key] = netAgent(i)
 				}
 			}
-			claims := map[string][]string{}
-			for _, e := range netLedger(t, c.bare) {
-				if e.Kind == "claim" {
-					claims[e.cell()] = append(claims[e.cell()], e.Actor)
-				}
-			}
+			claims := netClaims(t, c.bare)
 			if len(claims) != len(told) {
 				t.Fatalf("server ledger has claims of %d cells, agents were told %d", len(claims), len(told))
 			}
@@ -206,32 +249,51 @@ func TestSequencedRefusalDetails(t *testing.T) {
 // other content lets it answer.
 func killingSequencer(t *testing.T, bare string) (mode string) {
 	t.Helper()
+	return modeSequencer(t, bare, "kill-mode", "18|34", func(real, mode string) string {
+		return `dir=$(mktemp -d) || exit 1
+mkfifo "$dir/out"
+exec 3<&0 # an asynchronous command's own stdin is /dev/null
+'` + real + `' "$@" <&3 >"$dir/out" 2>>'` + mode + `.log' &
+pid=$!
+dd bs=1 count="$m" <"$dir/out" 2>/dev/null # unbuffered, unlike head -c
+kill -9 "$pid"
+rm -rf "$dir"
+exit 1
+`
+	})
+}
+
+// modeSequencer wraps the sequencer (wrapSequencer) with a script that
+// runs the real hook unchanged unless the file mode in the repository (its
+// name returned) holds one of modes (a shell case pattern), when the rest,
+// body(the real hook, the mode file), runs with the mode in $m.
+func modeSequencer(t *testing.T, bare, name, modes string, body func(real, mode string) string) (mode string) {
+	t.Helper()
+	mode = filepath.Join(bare, name)
+	wrapSequencer(t, bare, func(real string) string {
+		return `#!/bin/sh
+m=$(cat '` + mode + `' 2>/dev/null)
+case "$m" in
+` + modes + `) ;;
+*) exec '` + real + `' "$@" ;;
+esac
+` + body(real, mode)
+	})
+	return mode
+}
+
+// wrapSequencer moves the bare repository's proc-receive shim aside and
+// writes script(the moved shim's path) in its place.
+func wrapSequencer(t *testing.T, bare string, script func(real string) string) {
+	t.Helper()
 	shim := filepath.Join(bare, "hooks", "proc-receive")
 	real := shim + ".real"
 	if err := os.Rename(shim, real); err != nil {
 		t.Fatal(err)
 	}
-	mode = filepath.Join(bare, "kill-mode")
-	script := `#!/bin/sh
-limit=$(cat '` + mode + `' 2>/dev/null)
-case "$limit" in
-18|34) ;;
-*) exec '` + real + `' "$@" ;;
-esac
-dir=$(mktemp -d) || exit 1
-mkfifo "$dir/out"
-exec 3<&0 # an asynchronous command's own stdin is /dev/null
-'` + real + `' "$@" <&3 >"$dir/out" 2>>'` + mode + `.log' &
-pid=$!
-dd bs=1 count="$limit" <"$dir/out" 2>/dev/null # unbuffered, unlike head -c
-kill -9 "$pid"
-rm -rf "$dir"
-exit 1
-`
-	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(shim, []byte(script(real)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return mode
 }
 
 // TestSequencedKill9: the sequencer killed with SIGKILL mid-request, in
@@ -281,12 +343,7 @@ func TestSequencedKill9(t *testing.T) {
 			}
 		}
 	}
-	claims := map[string][]string{}
-	for _, e := range netLedger(t, c.bare) {
-		if e.Kind == "claim" {
-			claims[e.cell()] = append(claims[e.cell()], e.Actor)
-		}
-	}
+	claims := netClaims(t, c.bare)
 	for cell, who := range told {
 		if got := claims[cell]; len(got) != 1 || got[0] != who {
 			t.Fatalf("%s: server ledger has claims by %v, agent told %s", cell, got, who)
@@ -338,5 +395,297 @@ func TestSequencedPushers(t *testing.T) {
 	}
 	if got := c.ok(bob, "bob", nil, "--remote", "origin", "claim", "--next"); got["cell"] != "c000" {
 		t.Fatalf("bob's own claim: %v", got)
+	}
+}
+
+// tamperingSequencer replaces the bare repository's proc-receive shim with a
+// wrapper that runs it and, while the file mode in the repository names a
+// tampering, changes what it says before the pusher hears it: the sent
+// range on its stderr (the "remote: " lines) and, for "tip", the new-oid of
+// its answer. The modes: "mute" says nothing (a server from before sent
+// ranges); "forge" changes a byte of a blob; "drop" leaves a blob out and
+// announces one object less; "truncate" leaves out the end line; "extra"
+// adds the object of the file extra, announced; "tip" reports, and sends,
+// a commit on top of the real entry with its parent's tree (an entry that
+// does not verify) as the entry. Any other content lets it speak.
+func tamperingSequencer(t *testing.T, bare, extra string) (mode string) {
+	t.Helper()
+	return modeSequencer(t, bare, "tamper-mode", "mute|forge|drop|truncate|extra|tip", func(real, mode string) string {
+		return `dir=$(mktemp -d) || exit 1
+mkfifo "$dir/pipe"
+exec 3<&0 # an asynchronous command's own stdin is /dev/null
+'` + real + `' "$@" <&3 >"$dir/pipe" 2>"$dir/err" &
+pid=$!
+# The version reply (18 bytes) goes through at once: receive-pack waits for
+# it before it sends the commands. The answer is held until the hook exits.
+{ dd bs=1 count=18 2>/dev/null; cat >"$dir/out"; } <"$dir/pipe"
+wait "$pid"
+rc=$?
+new=$(grep -ao 'option new-oid [0-9a-f]\{40\}' "$dir/out" | cut -d' ' -f3)
+fake=$new
+objline=
+if [ "$m" = tip ] && [ -n "$new" ]; then
+	fake=$(git commit-tree "$new~1^{tree}" -p "$new" -m forged) || exit 1
+	echo "$fake" >'` + mode + `.forged'
+	objline="tally-object 1 $(git cat-file commit "$fake" | base64 -w0)"
+	sed "s/$new/$fake/" "$dir/out"
+else
+	cat "$dir/out"
+fi
+if [ "$m" != mute ]; then
+	awk -v m="$m" -v new="$new" -v fake="$fake" -v objline="$objline" -v extra="$(base64 -w0 <'` + extra + `')" '
+	/^tally-range / && m == "drop" { $5 = $5 - 1 }
+	/^tally-range / && (m == "extra" || m == "tip") { $5 = $5 + 1; $4 = fake; print; print (m == "extra" ? "tally-object 3 " extra : objline); next }
+	/^tally-range-end / && m == "truncate" { next }
+	/^tally-range-end / { $2 = fake }
+	/^tally-object 3 / && m == "drop" && !done { done = 1; next }
+	/^tally-object 3 / && m == "forge" && !done { done = 1; c = substr($3, 1, 1); $3 = (c == "A" ? "B" : "A") substr($3, 2) }
+	{ print }' "$dir/err" >&2
+fi
+rm -rf "$dir"
+exit $rc
+`
+	})
+}
+
+// TestSequencedSentRangeTampered: a server whose sequencer hook tampers
+// with the entries it sends beside its answer gets nothing past the client.
+// An object changed in flight, one left out, a range cut short, or no range
+// at all: the client takes nothing from it, fetches, and holds the cell the
+// server's ledger really granted it. An object added that nobody asked
+// for: the range is taken (no fetch) and the extra object is not stored. A
+// reported entry that does not verify (a commit on the real one with its
+// parent's state): not taken from the range, and, as the fetched ledger
+// does not hold it, refused (REMOTE-REJECTED); the forged commit is not in
+// the clone, whose record and tracking ref stay on the server's real tip.
+// Across it all no cell is granted twice, and an untampered request then
+// takes its range again.
+func TestSequencedSentRangeTampered(t *testing.T) {
+	t.Parallel()
+	c, seed, dir := sequencedAgent(t, "tamper", 12)
+	extra := filepath.Join(t.TempDir(), "extra")
+	if err := os.WriteFile(extra, []byte("an object nobody asked for\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	extraID := testrepo.Git(t, dir, "hash-object", extra)
+	mode := tamperingSequencer(t, c.bare, extra)
+	told := map[string]bool{}
+	claim := func(m string, wantFetch bool) testrepo.Result {
+		t.Helper()
+		if err := os.WriteFile(mode, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil {
+			t.Fatalf("%s: %s: %v", m, p, p.Err)
+		}
+		if p.Code == 0 {
+			key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+			if told[key] {
+				t.Fatalf("%s: %s granted twice", m, key)
+			}
+			told[key] = true
+			if wantFetch != (fetches > 0) {
+				t.Fatalf("%s: %d fetches, want a fetch %v\n%s", m, fetches, wantFetch, p.Stderr)
+			}
+		}
+		return p
+	}
+	claim("none", true) // the first request names no have: it fetches
+	claim("none", false)
+	for _, m := range []string{"forge", "drop", "truncate", "mute"} {
+		if p := claim(m, true); p.Code != 0 {
+			t.Fatalf("%s: %s, want the cell (after a fetch)", m, p)
+		}
+	}
+	if p := claim("extra", false); p.Code != 0 {
+		t.Fatalf("extra: %s", p)
+	}
+	if _, err := netGit(dir, nil, "cat-file", "-e", extraID); err == nil {
+		t.Fatalf("the object the server added to the range (%s) was stored", extraID)
+	}
+	before := len(netLedger(t, c.bare))
+	p := claim("tip", true)
+	if p.Code != 2 || p.ErrorCode() != "REMOTE-REJECTED" {
+		t.Fatalf("tip: %s, want REMOTE-REJECTED (the reported entry is not in the server's ledger)", p)
+	}
+	real := c.serverTip()
+	if n := len(netLedger(t, c.bare)); n != before+1 {
+		t.Fatalf("the server's ledger went from %d to %d entries, want the one real claim", before, n)
+	}
+	forged, err := os.ReadFile(mode + ".forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netGit(dir, nil, "cat-file", "-e", strings.TrimSpace(string(forged))); err == nil {
+		t.Fatalf("the forged entry commit %s was stored in the clone", forged)
+	}
+	if got := testrepo.Git(t, dir, "rev-parse", "refs/remotes/origin/tally/ledger"); got != real {
+		t.Fatalf("tracking ref at %s, want the server's tip %s", got, real)
+	}
+	if p := claim("none", false); p.Code != 0 {
+		t.Fatalf("after the tampering: %s", p)
+	}
+	for cell, who := range netClaims(t, c.bare) {
+		if len(who) > 1 {
+			t.Fatalf("%s claimed by %v in the server's ledger", cell, who)
+		}
+	}
+	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
+	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+}
+
+// TestSequencedRequestSkipsPreReceive: a push of requests only, which the
+// server hands to its sequencer, runs no tally pre-receive (the sequencer
+// judges the request), and skipping it opens nothing. With the server's
+// tally.hookTimeout made invalid, on which tally's pre-receive refuses every
+// push, a sequenced claim still lands. A plain git push of a request beside
+// a forged ledger commit is refused by the full check, whole. A request
+// pushed where receive.procReceiveRefs does not hand additions to the
+// sequencer (unset, or a value whose modifiers are deletions only) is
+// refused by pre-receive (POLICY) and stored as no ref.
+func TestSequencedRequestSkipsPreReceive(t *testing.T) {
+	t.Parallel()
+	c, seed, dir := sequencedAgent(t, "skip", 4)
+	c.ok(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	empty := testrepo.Git(t, dir, "hash-object", "-t", "tree", "-w", "/dev/null")
+	request := testrepo.Git(t, dir, "commit-tree", empty, "-m", `{"actor":"agent-0","holder":{"host":"h","pid":1},"nonce":"00000000000000000000000000000000","op":"claim-next","ttl":0,"v":1}`)
+	testrepo.Git(t, seed, "fetch", "-q", "origin", "+refs/tally/ledger:refs/tally/ledger")
+	tip := c.serverTip()
+	forged := testrepo.Git(t, seed, "commit-tree", tip+"^{tree}", "-p", tip, "-m", "not an entry")
+	testrepo.Git(t, seed, "fetch", "-q", dir, request) // the request commit, for seed to push
+	before := c.lsRemote()
+	exit, stderr := c.push(seed, "origin", forged+":refs/tally/ledger", request+":refs/for/tally/claim-next")
+	if exit == 0 || netFirstLine(stderr, "tally: refused refs/tally/ledger: ") == "" {
+		t.Fatalf("a request beside a forged ledger commit: exit %d, want tally's refusal of the ledger update:\n%s", exit, stderr)
+	}
+	if after := c.lsRemote(); after != before {
+		t.Fatalf("the refused mixed push moved the server's refs:\n%s\n->\n%s", before, after)
+	}
+	for _, routing := range [][]string{nil, {"d:refs/for/tally"}} {
+		netGit(c.bare, nil, "config", "--unset-all", "receive.procReceiveRefs") // exit 5 when none is set
+		for _, v := range routing {
+			testrepo.Git(t, c.bare, "config", "--add", "receive.procReceiveRefs", v)
+		}
+		exit, stderr := c.push(dir, "origin", request+":refs/for/tally/claim-next")
+		if exit == 0 || netFirstLine(stderr, "tally: refused refs/for/tally/claim-next: POLICY: ") == "" {
+			t.Fatalf("request with receive.procReceiveRefs %v: exit %d, want POLICY:\n%s", routing, exit, stderr)
+		}
+		if refs := c.lsRemote(); strings.Contains(refs, "refs/for/") {
+			t.Fatalf("request with receive.procReceiveRefs %v stored as a ref:\n%s", routing, refs)
+		}
+	}
+	testrepo.Git(t, c.bare, "config", "receive.procReceiveRefs", "a:refs/for/tally/")
+	testrepo.Git(t, c.bare, "config", "tally.hookTimeout", "not-a-duration")
+	exit, stderr = c.push(seed, "origin", "HEAD:refs/heads/other")
+	if exit == 0 || !strings.Contains(stderr, "USAGE") {
+		t.Fatalf("a code push with tally.hookTimeout invalid: exit %d, want USAGE from tally's pre-receive:\n%s", exit, stderr)
+	}
+	p := c.run(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	if p.Code != 0 {
+		t.Fatalf("a sequenced claim with tally.hookTimeout invalid: %s; want it served without tally's pre-receive", p)
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan)", n)
+	}
+}
+
+// oldSequencer replaces the bare repository's proc-receive shim with one
+// that answers as a server from before the have field: it speaks the
+// protocol itself up to the commands, refuses a request whose intent has a
+// have member as that server's intent decoder does (USAGE, unknown field),
+// and hands any other to the real hook. It logs "have" or "plain" per
+// request to the returned file.
+func oldSequencer(t *testing.T, bare string) (log string) {
+	t.Helper()
+	log = filepath.Join(bare, "old-sequencer.log")
+	wrapSequencer(t, bare, func(real string) string {
+		return `#!/bin/sh
+raw=$(mktemp) || exit 1
+trap 'rm -f "$raw"' EXIT
+# block copies pkt-lines from stdin to $raw up to a flush; the last
+# command's new oid and ref are left in $new and $ref
+block() {
+	while :; do
+		len=$(dd bs=1 count=4 2>/dev/null)
+		printf '%s' "$len" >>"$raw"
+		[ "$len" != 0000 ] || return 0
+		line=$(dd bs=1 count=$((0x$len - 4)) 2>/dev/null | tee -a "$raw")
+		set -- $line
+		new=$2 ref=$3
+	done
+}
+block
+printf '000eversion=1'; printf '\0'; printf '0000' # printf would read \0000 as one octal escape
+block
+if git cat-file commit "$new" | grep -q '"have":'; then
+	echo have >>'` + log + `'
+	text='ng '$ref' tally USAGE: the request is not an intent: json: unknown field "have"'
+	printf '%04x%s0000' $((${#text} + 4)) "$text"
+	exit 0
+fi
+echo plain >>'` + log + `'
+'` + real + `' <"$raw" | { dd bs=1 count=18 >/dev/null 2>&1; cat; }
+`
+	})
+	return log
+}
+
+// TestSequencedOldServer: against a server from before the have field
+// (which refuses an intent with a member it does not know), a clone that
+// names its verified tip is refused unread, sends the same request once
+// more without it, and gets its cell through a fetch, as before; no cell is
+// granted twice and no request is applied twice.
+func TestSequencedOldServer(t *testing.T) {
+	t.Parallel()
+	c, _, dir := sequencedAgent(t, "old", 4)
+	log := oldSequencer(t, c.bare)
+	cells := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil || p.Code != 0 || fetches == 0 {
+			t.Fatalf("claim %d: %s (%d fetches) %v", i, p, fetches, p.Err)
+		}
+		key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+		if cells[key] {
+			t.Fatalf("%s granted twice", key)
+		}
+		cells[key] = true
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first claim names no have (nothing verified yet); each later one
+	// is refused with it and sent again without.
+	if got, want := strings.Fields(string(b)), []string{"plain", "have", "plain", "have", "plain"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the server saw %v, want %v", got, want)
+	}
+	if claims := netClaims(t, c.bare); len(claims) != 3 {
+		t.Fatalf("claims of %d cells in the server's ledger, want 3 (one each)", len(claims))
+	}
+}
+
+// TestSequencedSSH: over OpenSSH's sshd the sequencer's sent range reaches
+// the client as over git daemon and HTTP (receive-pack relays the hook's
+// stderr on the push's sideband whatever the transport): after the first
+// request, claims run no fetch.
+func TestSequencedSSH(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("ssh", 3)
+	srv := gitserver.SSH(t, filepath.Dir(c.bare))
+	dir := c.agents(1)[0]
+	sequenced(t, dir)
+	testrepo.Git(t, dir, "config", "core.sshCommand", srv.Command(srv.Key))
+	testrepo.Git(t, dir, "remote", "add", "viassh", srv.URL+"/shared.git")
+	for i := 0; i < 3; i++ {
+		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "viassh", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil || p.Code != 0 || (i == 0) != (fetches > 0) {
+			t.Fatalf("claim %d over ssh: %s, %d fetches (want them in the first only) %v", i, p, fetches, p.Err)
+		}
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
 	}
 }

@@ -189,7 +189,7 @@ func (a *app) hookCmd() *cobra.Command {
 				var err error
 				if argv[0] == hooks.SequencerHook {
 					return hooks.ProcReceive(cmd.InOrStdin(), a.stdout, func(u hooks.Update) hooks.Answer {
-						return serveRequest(c, u)
+						return serveRequest(c, u, a.stderr)
 					})
 				}
 				if argv[0] == "commit-msg" {
@@ -257,8 +257,10 @@ func (a *app) hookCmd() *cobra.Command {
 }
 
 // serveRequest applies one request pushed to the sequencer (FORMAT.md §9b)
-// and answers with the ledger's move, or the refusal's code.
-func serveRequest(c *tally.Client, u hooks.Update) hooks.Answer {
+// and answers with the ledger's move, or the refusal's code; the entries
+// the pusher lacks go to sent (the hook's stderr, which receive-pack passes
+// to the pusher as "remote: " lines).
+func serveRequest(c *tally.Client, u hooks.Update, sent io.Writer) hooks.Answer {
 	op, ok := strings.CutPrefix(u.Ref, ledger.RequestPrefix+"/")
 	if !ok {
 		return hooks.Refusal(errs.New(errs.Usage, "%s is not a request ref (%s/<op>)", u.Ref, ledger.RequestPrefix))
@@ -271,7 +273,7 @@ func serveRequest(c *tally.Client, u hooks.Update) hooks.Answer {
 	if err != nil {
 		return hooks.Refusal(errs.Wrap(errs.Usage, err, "reading the request %s", u.New))
 	}
-	ap, err := c.ServeRequest(op, []byte(intent.Message), tally.Guard(hooks.PusherGuard(os.LookupEnv)))
+	ap, err := c.ServeRequest(op, []byte(intent.Message), tally.Guard(hooks.PusherGuard(os.LookupEnv)), sent)
 	if err != nil {
 		return hooks.Refusal(err)
 	}
