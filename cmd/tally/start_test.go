@@ -17,7 +17,8 @@ import (
 // `claim`. Packages whose initializers cost more than the little tally used
 // them for stay out of the build (callgrind on a tally note: go-git's config
 // parser, through gcfg, linked encoding/gob; golang.org/x/net/html built its
-// entity table; the progress bar library its spinners and colour tables),
+// entity table; the progress bar library its spinners and colour tables;
+// the MCP SDK, for tally mcp alone, JSON Schema, encoding/gob and OAuth),
 // and tally's own packages build no pattern or table in an
 // initializer (the ledger's compiled regexp was 85 allocations and 2% of a
 // note): at most initAllocs allocations each, as GODEBUG=inittrace=1 counts.
@@ -28,7 +29,9 @@ func TestStartInitializers(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	deps := strings.Fields(string(out))
-	for _, pkg := range []string{"github.com/go-git/gcfg", "golang.org/x/net/html", "github.com/schollz/progressbar/v3"} {
+	for _, pkg := range []string{"github.com/go-git/gcfg", "golang.org/x/net/html", "github.com/schollz/progressbar/v3",
+		// the MCP SDK and what only it links: tally-mcp serves MCP
+		"github.com/modelcontextprotocol/go-sdk/mcp", "github.com/google/jsonschema-go/jsonschema", "encoding/gob", "golang.org/x/oauth2"} {
 		if slices.Contains(deps, pkg) {
 			t.Errorf("tally links %s, whose initializers every process runs", pkg)
 		}
