@@ -18,7 +18,8 @@ import (
 // them for stay out of the build (callgrind on a tally note: go-git's config
 // parser, through gcfg, linked encoding/gob; golang.org/x/net/html built its
 // entity table; the progress bar library its spinners and colour tables;
-// the MCP SDK, for tally mcp alone, JSON Schema, encoding/gob and OAuth),
+// the MCP SDK, for tally mcp alone, JSON Schema, encoding/gob and OAuth;
+// x/crypto/ssh its Diffie-Hellman groups with math/big and the NIST curves),
 // and tally's own packages build no pattern or table in an
 // initializer (the ledger's compiled regexp was 85 allocations and 2% of a
 // note): at most initAllocs allocations each, as GODEBUG=inittrace=1 counts.
@@ -31,7 +32,9 @@ func TestStartInitializers(t *testing.T) {
 	deps := strings.Fields(string(out))
 	for _, pkg := range []string{"github.com/go-git/gcfg", "golang.org/x/net/html", "github.com/schollz/progressbar/v3",
 		// the MCP SDK and what only it links: tally-mcp serves MCP
-		"github.com/modelcontextprotocol/go-sdk/mcp", "github.com/google/jsonschema-go/jsonschema", "encoding/gob", "golang.org/x/oauth2"} {
+		"github.com/modelcontextprotocol/go-sdk/mcp", "github.com/google/jsonschema-go/jsonschema", "encoding/gob", "golang.org/x/oauth2",
+		// identity writes the OpenSSH formats it needs by hand
+		"golang.org/x/crypto/ssh"} {
 		if slices.Contains(deps, pkg) {
 			t.Errorf("tally links %s, whose initializers every process runs", pkg)
 		}
