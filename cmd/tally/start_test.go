@@ -19,7 +19,8 @@ import (
 // parser, through gcfg, linked encoding/gob; golang.org/x/net/html built its
 // entity table; the progress bar library its spinners and colour tables;
 // the MCP SDK, for tally mcp alone, JSON Schema, encoding/gob and OAuth;
-// x/crypto/ssh its Diffie-Hellman groups with math/big and the NIST curves),
+// x/crypto/ssh its Diffie-Hellman groups with math/big and the NIST curves;
+// net/http and crypto/tls, a third of the binary, for one error message),
 // and tally's own packages build no pattern or table in an
 // initializer (the ledger's compiled regexp was 85 allocations and 2% of a
 // note): at most initAllocs allocations each, as GODEBUG=inittrace=1 counts.
@@ -34,7 +35,9 @@ func TestStartInitializers(t *testing.T) {
 		// the MCP SDK and what only it links: tally-mcp serves MCP
 		"github.com/modelcontextprotocol/go-sdk/mcp", "github.com/google/jsonschema-go/jsonschema", "encoding/gob", "golang.org/x/oauth2",
 		// identity writes the OpenSSH formats it needs by hand
-		"golang.org/x/crypto/ssh"} {
+		"golang.org/x/crypto/ssh",
+		// an HTTP error page is fetched with curl
+		"net/http", "crypto/tls"} {
 		if slices.Contains(deps, pkg) {
 			t.Errorf("tally links %s, whose initializers every process runs", pkg)
 		}
