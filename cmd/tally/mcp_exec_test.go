@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/internal/cliopt"
@@ -65,10 +66,14 @@ func TestMCPExecsTheServer(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// A server that says nothing (the real one, waiting for a request)
+		// is killed rather than waited for.
+		timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+		defer timer.Stop()
 		out = bufio.NewReader(stdout)
 		first, err = out.ReadString('\n')
 		if err != nil {
-			t.Fatalf("no line from the server: %v", err)
+			t.Fatalf("no line from the server (not the fake tally-mcp?): %v", err)
 		}
 		return cmd.Process.Pid, strings.TrimSpace(first), out, in, cmd
 	}
