@@ -57,6 +57,7 @@ const (
 	LimitExceeded      Code = "LIMIT-EXCEEDED"
 	AuditFailed        Code = "AUDIT-FAILED"
 	HistoryShallow     Code = "HISTORY-SHALLOW"
+	NotInstalled       Code = "NOT-INSTALLED"
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal          Code = "INTERNAL"
@@ -129,6 +130,7 @@ var classes = map[Code]Class{
 	LimitExceeded:      Refused,
 	AuditFailed:        Refused,
 	HistoryShallow:     Refused,
+	NotInstalled:       Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal:          Integrity,

@@ -2,9 +2,13 @@ package identity_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tally-dev/tally/identity"
+	"github.com/tally-dev/tally/internal/testrepo"
 )
 
 // sshsigWire is the SSHSIG blob as PROTOCOL.sshsig lays it out, written here
@@ -203,4 +208,104 @@ func plusL(sig []byte) []byte {
 		out[32+i], carry = byte(v), v>>8
 	}
 	return out // S < L < 2^253, so S + L < 2^254 fits in 32 bytes
+}
+
+// The formats identity writes by hand (sshwire.go) are the ones
+// golang.org/x/crypto/ssh, hiddeco/sshsig and ssh-keygen write and read:
+// keys both ways, public key lines and fingerprints, and signatures byte for
+// byte (Ed25519 signing is deterministic).
+func TestOpenSSHFormatsAsReference(t *testing.T) {
+	priv, pub, err := identity.Generate("alice@example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ssh.ParseRawPrivateKey(priv)
+	if err != nil {
+		t.Fatalf("x/crypto/ssh reads Generate's key: %v", err)
+	}
+	ours, err := identity.ParseEd25519(priv, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if theirs := *raw.(*ed25519.PrivateKey); !bytes.Equal(theirs, ours) {
+		t.Fatal("x/crypto/ssh and identity read different keys from one file")
+	}
+	sshSigner, err := ssh.NewSignerFromKey(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshSigner.PublicKey())))
+	if pub != line+" alice@example" {
+		t.Fatalf("Generate's public line %q, x/crypto/ssh's %q", pub, line)
+	}
+	block, err := ssh.MarshalPrivateKey(ours, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := identity.ParseEd25519(pem.EncodeToMemory(block), "k"); err != nil || !bytes.Equal(again, ours) {
+		t.Fatalf("identity reads x/crypto/ssh's key file: %v", err)
+	}
+	for _, in := range []string{line, line + " a comment", "  " + line + "\n", "# keys\n\n" + line + " c\n",
+		`from="10.0.0.1" ` + line, "command=\"x y\",no-pty " + line + " c"} {
+		key, fp, err := identity.NormalizeKey(in)
+		if err != nil || key != line || fp != ssh.FingerprintSHA256(sshSigner.PublicKey()) {
+			t.Errorf("NormalizeKey(%q) = %q, %q, %v; want %q, %q", in, key, fp, err, line, ssh.FingerprintSHA256(sshSigner.PublicKey()))
+		}
+	}
+	for _, in := range []string{"", "# only a comment", "ssh-ed25519", "ssh-ed25519 !!!", "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC7",
+		"ssh-ed25519 " + base64.StdEncoding.EncodeToString(append(sshSigner.PublicKey().Marshal(), 0))} {
+		if _, _, err := identity.NormalizeKey(in); err == nil {
+			t.Errorf("NormalizeKey(%q) accepted it", in)
+		}
+	}
+	signer, err := identity.ParseSigner(priv, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n\nm\n")
+	armored, err := signer.SignCommit(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := sshsig.Sign(bytes.NewReader(payload), sshSigner, sshsig.HashSHA512, "git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := string(sshsig.Armor(ref)); armored != want {
+		t.Fatalf("SignCommit wrote\n%s\nhiddeco/sshsig\n%s", armored, want)
+	}
+	sig, err := sshsig.Unarmor([]byte(armored))
+	if err != nil || sshsig.Verify(bytes.NewReader(payload), sig, sshSigner.PublicKey(), sshsig.HashSHA512, "git") != nil {
+		t.Fatalf("hiddeco/sshsig does not verify SignCommit's signature: %v", err)
+	}
+
+	keygen, err := exec.LookPath("ssh-keygen")
+	if err != nil {
+		testrepo.Missing(t, "ssh-keygen is not on PATH (apt-get install openssh-client): the checks against it did not run")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "id")
+	if out, err := exec.Command(keygen, "-q", "-t", "ed25519", "-N", "", "-C", "c", "-f", file).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	kb, _ := os.ReadFile(file)
+	pb, _ := os.ReadFile(file + ".pub")
+	s, err := identity.ParseSigner(kb, file)
+	if err != nil {
+		t.Fatalf("ssh-keygen's key: %v", err)
+	}
+	if key, _, err := identity.NormalizeKey(string(pb)); err != nil || key != s.PublicKey {
+		t.Fatalf("ssh-keygen's public key %q normalizes to %q (%v), its private key's is %q", pb, key, err, s.PublicKey)
+	}
+	os.WriteFile(file, priv, 0o600)
+	if out, err := exec.Command(keygen, "-y", "-f", file).Output(); err != nil || strings.TrimSpace(string(out)) != pub {
+		t.Fatalf("ssh-keygen -y on Generate's key: %q, %v; want %q", out, err, pub)
+	}
+	if out, err := exec.Command(keygen, "-q", "-p", "-N", "secret", "-f", file).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -p: %v\n%s", err, out)
+	}
+	kb, _ = os.ReadFile(file)
+	if _, err := identity.ParseEd25519(kb, file); err == nil || !strings.Contains(err.Error(), "unencrypted") {
+		t.Fatalf("an encrypted key: %v", err)
+	}
 }

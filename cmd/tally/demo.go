@@ -25,24 +25,25 @@ import (
 
 // demoPlan is a small dependency graph: enough for agents to wait on each
 // other, and for one crashed holder to block its dependents until taken over.
-var demoPlan = lease.PlanBody{Wave: "demo", Cells: []lease.PlanCell{
-	{ID: "schema", Title: "define the schema"},
-	{ID: "storage", Title: "storage layer", Deps: []string{"schema"}},
-	{ID: "api", Title: "HTTP API", Deps: []string{"schema"}},
-	{ID: "auth", Title: "authentication", Deps: []string{"api"}},
-	{ID: "search", Title: "search index", Deps: []string{"storage"}},
-	{ID: "cli", Title: "command line", Deps: []string{"api"}},
-	{ID: "web", Title: "web client", Deps: []string{"api", "auth"}},
-	{ID: "metrics", Title: "metrics"},
-	{ID: "docs", Title: "documentation", Deps: []string{"cli", "web"}},
-	{ID: "release", Title: "release", Deps: []string{"docs", "search", "metrics"}},
-}}
-
-func init() {
-	for i := range demoPlan.Cells {
-		demoPlan.Cells[i].Paths = []string{"src/" + demoPlan.Cells[i].ID + "/**"}
+// It is built when the demo runs, not in every process's initializers.
+var demoPlan = sync.OnceValue(func() lease.PlanBody {
+	plan := lease.PlanBody{Wave: "demo", Cells: []lease.PlanCell{
+		{ID: "schema", Title: "define the schema"},
+		{ID: "storage", Title: "storage layer", Deps: []string{"schema"}},
+		{ID: "api", Title: "HTTP API", Deps: []string{"schema"}},
+		{ID: "auth", Title: "authentication", Deps: []string{"api"}},
+		{ID: "search", Title: "search index", Deps: []string{"storage"}},
+		{ID: "cli", Title: "command line", Deps: []string{"api"}},
+		{ID: "web", Title: "web client", Deps: []string{"api", "auth"}},
+		{ID: "metrics", Title: "metrics"},
+		{ID: "docs", Title: "documentation", Deps: []string{"cli", "web"}},
+		{ID: "release", Title: "release", Deps: []string{"docs", "search", "metrics"}},
+	}}
+	for i := range plan.Cells {
+		plan.Cells[i].Paths = []string{"src/" + plan.Cells[i].ID + "/**"}
 	}
-}
+	return plan
+})
 
 // agentReport is what the demo summary shows per agent.
 type agentReport struct {
@@ -105,7 +106,7 @@ func (a *app) demo(agents int, keep string) error {
 	if err := demoSetup(self, repo); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "repository %s: ledger initialized, wave %q planned (%d cells)\n", repo, demoPlan.Wave, len(demoPlan.Cells))
+	fmt.Fprintf(log, "repository %s: ledger initialized, wave %q planned (%d cells)\n", repo, demoPlan().Wave, len(demoPlan().Cells))
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -198,7 +199,7 @@ func demoSetup(self, repo string) error {
 			return fmt.Errorf("git %s: %v: %s", argv[0], err, out)
 		}
 	}
-	plan, err := json.Marshal(demoPlan)
+	plan, err := json.Marshal(demoPlan())
 	if err != nil {
 		return err
 	}

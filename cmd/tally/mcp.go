@@ -1,64 +1,70 @@
 package main
 
 import (
-	"context"
-	"github.com/tally-dev/tally"
-	"log/slog"
 	"os"
-	"os/signal"
-	"runtime/debug"
+	"os/exec"
+	"path/filepath"
 	"syscall"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
-	"github.com/tally-dev/tally/mcpserver"
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/internal/cliopt"
 )
 
 func (a *app) mcpCmd() *cobra.Command {
-	var autoRenew bool
-	var interval time.Duration
+	var server cliopt.MCP // parsed here only to refuse a malformed command line before the exec
 	cmd := &cobra.Command{
 		Use:   "mcp [--auto-renew]",
 		Short: "serve the ledger to one agent as an MCP server on stdin/stdout",
-		Long: `mcp serves tally's operations as MCP tools over stdio, for an agent to call:
-status, next, show, claim, renew, release, fail, done, run, lock, unlock,
-locks, verify, log. Each calls what the command of the same name calls and
-returns its --json object ("ok": true) as structured content; a refusal is a
-tool error whose text content is the --json error object (code, message,
-retryable, details), with no structured content. The actor is fixed for the server (--actor, else
-$TALLY_ACTOR, else git user.email). Claims record the server's parent, the
-agent, as the holder process, so a lease can be reclaimed once it is gone.
-
-  --auto-renew  renew the leases this server claimed at a third of their TTL
-                while the agent (the server's parent) runs; stop tracking a
-                lease on release, fail, done or a refused renewal
-
-Logs go to stderr.`,
-		Args: args(cobra.NoArgs),
+		Long:  cliopt.MCPHelp,
+		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			debug.SetGCPercent(100) // a long-running server collects garbage as usual
-			return a.withClient(true, func(c *tally.Client) error {
-				defer c.L.WaitMaintenance()
-				o := mcpserver.Options{PID: os.Getppid(), Version: readBuildVersion().String(), Log: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-				if autoRenew {
-					rc, err := a.client(true) // renewals never wait behind a tool call
-					if err != nil {
-						return err
-					}
-					defer rc.Close()
-					defer rc.L.WaitMaintenance()
-					o.Renew = &mcpserver.RenewOptions{Client: rc, Interval: interval}
-				}
-				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				return mcpserver.New(c, o).Run(ctx, &mcp.StdioTransport{})
-			})
+			return execMCP(cmd.Flags())
 		},
 	}
-	cmd.Flags().BoolVar(&autoRenew, "auto-renew", false, "keep the leases this server claimed renewed while the agent runs")
-	cmd.Flags().DurationVar(&interval, "renew-interval", 0, "with --auto-renew, renew every `DURATION` instead of at ttl/3 (for tests)")
-	cmd.Flags().MarkHidden("renew-interval")
+	server.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// execMCP replaces this process with the MCP server, tally-mcp, which is
+// a program of its own so that its SDK is not linked into every tally
+// process (package cliopt). The server gets every flag this command line set,
+// global or mcp's, as --name=value (it parses the same flags), and this
+// process's environment and stdio. Being this process, it is the agent's
+// child as tally mcp was: the agent's signals and its stdin reach it, and
+// the holder process its claims record (its parent) is the agent.
+func execMCP(flags *pflag.FlagSet) error {
+	path, err := mcpProgram()
+	if err != nil {
+		return err
+	}
+	argv := []string{cliopt.MCPProgram}
+	flags.Visit(func(f *pflag.Flag) { argv = append(argv, "--"+f.Name+"="+f.Value.String()) })
+	err = syscall.Exec(path, argv, os.Environ())
+	return notInstalled(errs.Wrap(errs.NotInstalled, err, "exec %s", path))
+}
+
+// notInstalled adds to a NOT-INSTALLED error what to install, and how.
+func notInstalled(e *errs.Error) *errs.Error {
+	return e.With("program", cliopt.MCPProgram).With("install", cliopt.MCPInstall)
+}
+
+// mcpProgram finds tally-mcp: beside this executable (where go install
+// puts both programs), else on PATH; neither is NOT-INSTALLED, naming the
+// command that installs it.
+func mcpProgram() (string, error) {
+	self, err := os.Executable()
+	if err == nil {
+		p := filepath.Join(filepath.Dir(self), cliopt.MCPProgram)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(cliopt.MCPProgram); err == nil {
+		return p, nil
+	}
+	return "", notInstalled(errs.New(errs.NotInstalled, "tally mcp runs the MCP server %s, which is neither beside %s nor on PATH: install both programs with %s",
+		cliopt.MCPProgram, self, cliopt.MCPInstall))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,6 +62,9 @@ func TestRemoteDenied(t *testing.T) {
 	}
 	denied("401 on claim", []string{"authentication required"}, "--remote", as("alice", "wrong"), "claim", "w/c001")
 	denied("401 on status", []string{"authentication required"}, "--remote", as("alice", "wrong"), "status")
+	if _, err := exec.LookPath("curl"); err != nil {
+		testrepo.Missing(t, "curl is not on PATH (apt-get install curl): tally reads an HTTP error page with it")
+	}
 	denied("403 on claim", []string{"403 Forbidden", "push access is for maintainers only"}, "--remote", as("bob", "pw-bob"), "claim", "w/c001")
 	denied("read-only daemon", []string{"service not enabled"}, "--remote", readOnly, "claim", "w/c001")
 	denied("access hook", []string{"read-only mirror: push to the primary"}, "--remote", mirror, "claim", "w/c001")

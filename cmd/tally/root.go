@@ -13,6 +13,7 @@ import (
 
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/internal/cliopt"
 	"github.com/tally-dev/tally/ledger"
 )
 
@@ -82,14 +83,7 @@ func (a *app) newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVarP(&a.dir, "repo", "C", ".", "run as if started in `PATH`")
-	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print exactly one JSON object on stdout")
-	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "show no progress on stderr (progress shows only on a terminal, and never with --json)")
-	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting (else $TALLY_ACTOR, else git user.email)")
-	root.PersistentFlags().StringVar(&a.namespace, "namespace", "", "ref namespace of the ledger (default refs/tally, or $TALLY_NAMESPACE)")
-	root.PersistentFlags().StringVar(&a.remote, "remote", "", "work through git remote `NAME` (or URL): appends are compare-and-swap pushes there (default: git config tally.remote)")
-	root.PersistentFlags().BoolVar(&a.local, "local", false, "work on the local ledger even if tally.remote is set")
-	root.PersistentFlags().StringVar(&a.signKey, "sign-key", "", "sign ledger commits with this OpenSSH ed25519 private key `FILE` (else $TALLY_SIGNING_KEY, else git's user.signingkey when gpg.format=ssh)")
+	a.globals().AddFlags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.New(errs.Usage, "%v", err) })
 	return root
 }
@@ -124,7 +118,7 @@ func (a *app) topCommands() []topCommand {
 // suggestions for an unknown command need it.
 func (a *app) rootCommand() *cobra.Command {
 	root := a.newRoot()
-	root.Version = readBuildVersion().String()
+	root.Version = cliopt.ReadBuildVersion().String()
 	root.SetVersionTemplate("tally {{.Version}}\n")
 	for _, tc := range a.topCommands() {
 		c := tc.build()
@@ -224,30 +218,24 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
-// client opens the repository; commands that append pass acting and are
-// refused early when no actor can be found. It is the one place that turns
-// flags and TALLY_* variables into the facade's options: a flag wins over
-// its variable.
+// globals binds the global flags to a's fields.
+func (a *app) globals() cliopt.Globals {
+	return cliopt.Globals{Dir: &a.dir, Actor: &a.actorFlag, Namespace: &a.namespace, SignKey: &a.signKey,
+		Remote: &a.remote, Local: &a.local, JSON: &a.jsonOut, Quiet: &a.quiet}
+}
+
+// client opens the repository as the global flags say (cliopt.Open);
+// commands that append pass acting and are refused early when no actor can
+// be found. Compaction runs in a detached `tally gc`, so that it outlives
+// the command.
 func (a *app) client(acting bool) (*tally.Client, error) {
-	now, err := envClock()
-	if err != nil {
-		return nil, err
-	}
-	c, err := tally.Open(a.dir, tally.Options{
-		Actor:      flagOrEnv(a.actorFlag, "TALLY_ACTOR"),
-		Namespace:  flagOrEnv(a.namespace, "TALLY_NAMESPACE"),
-		SigningKey: flagOrEnv(a.signKey, "TALLY_SIGNING_KEY"),
-		Remote:     a.remote, Local: a.local, Now: now, Maintain: detachedGC})
+	c, err := a.globals().Open(acting, detachedGC)
 	if err != nil {
 		return nil, err
 	}
 	c.L.Progress = a.progress()
 	if c.L.Progress != nil {
 		c.L.PushProgress = gitProgressOut{a.stderr}
-	}
-	if acting && c.Actor == "" {
-		c.Close()
-		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
 	return c, nil
 }

@@ -91,6 +91,8 @@ var (
 )
 
 // Tally builds the tally command once per test process and returns its path.
+// The MCP server tally-mcp, which `tally mcp` execs from beside it, is built
+// into the same directory.
 func Tally(t testing.TB) string {
 	t.Helper()
 	tallyOnce.Do(func() {
@@ -100,7 +102,7 @@ func Tally(t testing.TB) string {
 			return
 		}
 		tallyBin = filepath.Join(dir, "tally")
-		out, err := exec.Command("go", "build", "-o", tallyBin, "github.com/tally-dev/tally/cmd/tally").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", dir, "github.com/tally-dev/tally/cmd/tally", "github.com/tally-dev/tally/cmd/tally-mcp").CombinedOutput()
 		if err != nil {
 			tallyErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -1,4 +1,4 @@
-package main
+package cliopt
 
 import (
 	"testing"
@@ -19,7 +19,7 @@ func TestEnvClockRange(t *testing.T) {
 		{"0000-01-01T00:30:00+01:00", false}, // year -1
 	} {
 		t.Setenv("TALLY_NOW", tc.now)
-		clock, err := envClock()
+		clock, err := EnvClock()
 		if tc.ok && (err != nil || clock().IsZero()) {
 			t.Errorf("TALLY_NOW=%s: %v", tc.now, err)
 		}
