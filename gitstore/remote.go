@@ -149,32 +149,44 @@ func (r *Repo) httpErrorPage(remote, service string) string {
 // errorPage GETs url with curl (the URL and its credentials go on curl's
 // stdin, as its config, so that no other process sees them) and returns the
 // error body it answers as plain text, "" when there is none, it is
-// text/plain, or curl is not installed. curl rather than net/http: linking
-// Go's HTTP and TLS stack for this message cost every tally process a
-// third of its binary and ≈ 0.2 M instructions of initializers.
+// text/plain, or curl is not installed. curl writes the response's headers,
+// then its body, to its stdout, of which only the first errorPageMax bytes
+// are read: curl is stopped there, since a server may answer without end.
+// curl rather than net/http: linking Go's HTTP and TLS stack for this
+// message cost every tally process a third of its binary and ≈ 0.2 M
+// instructions of initializers.
 func errorPage(url string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "curl", "--silent", "--config", "-", "--write-out", "\n%{http_code} %{content_type}")
+	cmd := exec.CommandContext(ctx, "curl", "--silent", "--config", "-", "--dump-header", "-")
 	cmd.Stdin = strings.NewReader("url = " + curlQuote(url) + "\n")
-	out, err := cmd.Output()
-	if err != nil {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil || cmd.Start() != nil {
 		return ""
 	}
-	i := bytes.LastIndexByte(out, '\n') // the body ends before the line --write-out adds
-	if i < 0 {
+	out, _ := io.ReadAll(io.LimitReader(stdout, errorPageMax))
+	cancel() // whatever is left of the body is not wanted
+	cmd.Wait()
+	head, body, ok := bytes.Cut(out, []byte("\r\n\r\n"))
+	if !ok {
 		return ""
 	}
-	body := out[:i]
-	code, typ, _ := strings.Cut(string(out[i+1:]), " ")
-	if len(code) != 3 || code < "400" || strings.HasPrefix(typ, "text/plain") {
-		return ""
+	lines := strings.Split(string(head), "\r\n")
+	status := strings.Fields(lines[0]) // HTTP/<version> <code> [<reason>]
+	typ := ""
+	for _, line := range lines[1:] {
+		if name, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(name, "Content-Type") {
+			typ = strings.TrimSpace(v)
+		}
 	}
-	if len(body) > 64<<10 {
-		body = body[:64<<10]
+	if len(status) < 2 || !strings.HasPrefix(status[0], "HTTP/") || len(status[1]) != 3 || status[1] < "400" || strings.HasPrefix(typ, "text/plain") {
+		return ""
 	}
 	return strings.TrimSpace(plainText(string(body)))
 }
+
+// errorPageMax bounds what errorPage reads of a response, headers and body.
+const errorPageMax = 64 << 10
 
 // curlQuote quotes s as a string of curl's config file: in double quotes,
 // with backslash and double quote escaped.
