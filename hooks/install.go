@@ -166,8 +166,12 @@ fi
 // sequencer: there the proc-receive hook judges each request by everything
 // pre-receive would (the pusher binding on the very tip the entry is built
 // on), and nothing else is updated. Otherwise tally's check runs on the same
-// commands. The config is read only for such pushes (one git process, where
-// tally's would cost several times that); a value whose modifiers leave out
+// commands. The config is read only for such pushes (one git and one tr
+// process, where tally's would cost several times that), value by value as
+// git's receive-pack reads it: -z keeps a value holding a newline one value
+// (tr makes the newline a space, and no value with a space covers a ref),
+// where a line-by-line read could find "refs/for/tally" in it and skip
+// pre-receive for requests git then stores as plain refs. A value whose modifiers leave out
 // additions does not hand requests over, and any negative value (whose
 // matching is git's to define) makes the full check run. The hook chained
 // before (with chain) runs in every case.
@@ -188,24 +192,30 @@ done
 [ $n -lt %[1]d ] || only=
 skip=
 if [ -n "$only" ] && [ -n "$input" ]; then
-	set -f
-	for v in $(git config --get-all %[4]s); do
-		case "$v" in
-		*!*) skip=; break ;;
-		*:*) case "${v%%%%:*}" in *a*) v=${v#*:} ;; *) continue ;; esac ;;
-		esac
-		v=${v%%/}
-		if [ -n "$v" ]; then
-			case %[3]s in "$v"|"$v"/*) skip=1 ;; esac
-		fi
-	done
-	set +f
+	skip=$(git config -z --get-regexp '%[5]s' | tr '\n\0' ' \n' | {
+		covered=
+		while IFS= read -r v; do
+			case "$v" in
+			"%[4]s "*) v=${v#"%[4]s "} ;;
+			*) covered=; break ;;
+			esac
+			case "$v" in
+			*!*) covered=; break ;;
+			*:*) case "${v%%%%:*}" in *a*) v=${v#*:} ;; *) continue ;; esac ;;
+			esac
+			while [ "${v%%/}" != "$v" ]; do v=${v%%/}; done
+			if [ -n "$v" ]; then
+				case %[3]s in "$v"|"$v"/*) covered=1 ;; esac
+			fi
+		done
+		echo "$covered"
+	})
 fi
 feed() {
 	printf '%%s' "$input"
 	[ $n -lt %[1]d ] || cat
 }
-`, requestsOnlyMax, zero, ledger.RequestPrefix, ProcReceiveConfig)
+`, requestsOnlyMax, zero, ledger.RequestPrefix, procReceiveKey, "^"+strings.ReplaceAll(procReceiveKey, ".", `\.`)+"$")
 	if chain {
 		// ${0%/*}: git names a hook by a path with a directory, and a
 		// dirname process would cost every push a millisecond.
@@ -226,6 +236,9 @@ feed | "$tally_bin" hook pre-receive "$@"
 `)
 	return b.String()
 }
+
+// procReceiveKey is ProcReceiveConfig as `git config --get-regexp` names it.
+var procReceiveKey = strings.ToLower(ProcReceiveConfig)
 
 // requestsOnlyMax bounds the commands the pre-receive shim reads before
 // deciding; a push of more is checked by tally whatever it holds.

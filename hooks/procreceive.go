@@ -110,13 +110,14 @@ func Refusal(err error) Answer {
 
 // sequencing reports whether repo routes requests (additions of refs under
 // ledger.RequestPrefix) to proc-receive: one value of ProcReceiveConfig
-// covers ledger.RequestPrefix as git matches it (a ref prefix, trailing "/"
-// dropped), with no modifiers or ones that include additions ("a:",
-// "ad:"), and no value is negative (a "!" modifier: which refs those leave
-// out is git's to define, so none is relied on). The pre-receive shim
-// (requestsOnly) applies the same rule. The configuration is read in
-// process: pre-receive asks this for every request, and a `git config`
-// child would cost more than the answer.
+// covers ledger.RequestPrefix as git's receive-pack matches it (a ref
+// prefix, every trailing "/" dropped), with no modifiers or ones that
+// include additions ("a:", "ad:"), and no value is negative (a "!"
+// modifier: which refs those leave out is git's to define, so none is
+// relied on). The pre-receive shim (requestsOnly) applies the same rule,
+// and TestSequencedRequestSkipsPreReceive holds both to what git does. The
+// configuration is read in process: pre-receive asks this for every
+// request, and a `git config` child would cost more than the answer.
 func sequencing(repo *gitstore.Repo) bool {
 	covered := false
 	for _, v := range repo.Config().Values(ProcReceiveConfig) {
@@ -129,7 +130,7 @@ func sequencing(repo *gitstore.Repo) bool {
 			}
 			v = rest
 		}
-		v = strings.TrimSuffix(v, "/")
+		v = strings.TrimRight(v, "/")
 		if v != "" && (v == ledger.RequestPrefix || strings.HasPrefix(ledger.RequestPrefix, v+"/")) {
 			covered = true
 		}

@@ -542,8 +542,10 @@ func TestSequencedSentRangeTampered(t *testing.T) {
 // push, a sequenced claim still lands. A plain git push of a request beside
 // a forged ledger commit is refused by the full check, whole. A request
 // pushed where receive.procReceiveRefs does not hand additions to the
-// sequencer (unset, or a value whose modifiers are deletions only) is
-// refused by pre-receive (POLICY) and stored as no ref.
+// sequencer (unset, a value whose modifiers are deletions only, a value
+// with a space or a newline in it, which git matches whole) is refused by
+// pre-receive (POLICY) and stored as no ref; a value git routes by
+// (trailing slashes dropped, however many) serves requests.
 func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 	t.Parallel()
 	c, seed, dir := sequencedAgent(t, "skip", 4)
@@ -562,7 +564,7 @@ func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 	if after := c.lsRemote(); after != before {
 		t.Fatalf("the refused mixed push moved the server's refs:\n%s\n->\n%s", before, after)
 	}
-	for _, routing := range [][]string{nil, {"d:refs/for/tally"}} {
+	for _, routing := range [][]string{nil, {"d:refs/for/tally"}, {"refs/for/tally refs/heads"}, {"x\nrefs/for/tally"}} {
 		netGit(c.bare, nil, "config", "--unset-all", "receive.procReceiveRefs") // exit 5 when none is set
 		for _, v := range routing {
 			testrepo.Git(t, c.bare, "config", "--add", "receive.procReceiveRefs", v)
@@ -575,7 +577,7 @@ func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 			t.Fatalf("request with receive.procReceiveRefs %v stored as a ref:\n%s", routing, refs)
 		}
 	}
-	testrepo.Git(t, c.bare, "config", "receive.procReceiveRefs", "a:refs/for/tally/")
+	testrepo.Git(t, c.bare, "config", "receive.procReceiveRefs", "a:refs/for/tally//")
 	testrepo.Git(t, c.bare, "config", "tally.hookTimeout", "not-a-duration")
 	exit, stderr = c.push(seed, "origin", "HEAD:refs/heads/other")
 	if exit == 0 || !strings.Contains(stderr, "USAGE") {
