@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // odbTreeEntry formats one tree entry.
@@ -227,5 +228,63 @@ func TestPackWriterMany(t *testing.T) {
 	}
 	if _, _, err := db.Read(HashObject(BlobObject, []byte("700"))); !errors.Is(err, ErrObjectNotFound) {
 		t.Errorf("Read(absent) error = %v", err)
+	}
+}
+
+// A .pack without .idx under the name a writer is about to publish — a
+// killed writer's, cut short — is replaced, not taken for the complete pack:
+// git verifies the published pack and every object reads back, protected
+// (UpdateRefWithPack) or not (WriteTo).
+func TestPackWriterReplacesLeftoverPack(t *testing.T) {
+	for _, protect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("protect=%v", protect), func(t *testing.T) {
+			scratch, r := odbNewRepo(t), odbNewRepo(t)
+			w := NewPackWriter()
+			objs, _, commit, _ := odbSampleObjects(w, "leftover")
+			name, err := w.WriteTo(scratch.objects())
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, err := os.ReadFile(filepath.Join(scratch.objects(), "pack", name+".pack"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := filepath.Join(r.objects(), "pack", name)
+			if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(base+".pack", whole[:len(whole)/2], 0o444); err != nil {
+				t.Fatal(err)
+			}
+			if protect {
+				repo, err := Open(r.dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wl, err := AcquireWriterLock(filepath.Join(r.dir, ".git", "tally", "writer.lock"), time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer wl.Release()
+				if _, err := repo.UpdateRefWithPack(wl, "refs/heads/x", ObjectID{}, commit, w); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := w.WriteTo(r.objects()); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(base + ".pack"); err != nil || !bytes.Equal(got, whole) {
+				t.Fatalf("the published .pack is %d bytes (%v), want the whole %d", len(got), err, len(whole))
+			}
+			r.git(nil, "verify-pack", base+".idx")
+			db := odbOpen(t, r.objects())
+			for id, data := range objs {
+				if _, got, err := db.Read(id); err != nil || !bytes.Equal(got, data) {
+					t.Errorf("object %s after replacing the leftover: %v", id, err)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(r.objects(), "pack", "*tmp*")); len(left) != 0 {
+				t.Errorf("temporaries left: %v", left)
+			}
+		})
 	}
 }

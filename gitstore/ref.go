@@ -270,8 +270,12 @@ func (r *Repo) UpdateRef(w *WriterLock, name string, old, new ObjectID) error {
 // UpdateRefWithPack is UpdateRef that first makes the objects in pw (which
 // new needs) durable and visible as one pack, and returns the pack's name.
 // The ref is compared before anything is written, so a lost race leaves no
-// pack behind; the pack and the lockfile are synced together, so the whole
-// update costs three filesystem journal commits rather than five.
+// pack behind. Three rounds of fsyncs, each waiting for the one before: the
+// .pack, the .idx and the lockfile together (none needs to be durable
+// before another); the pack directory, once the .idx is renamed into place
+// (the ref must never name objects whose pack could be lost); the ref's
+// directory, once the lock is renamed over the ref. On success the entry is
+// durable when this returns.
 func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, pw *PackWriter) (string, error) {
 	path := r.refPath(name)
 	lockPath := path + ".lock"
@@ -311,7 +315,7 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 	}
 	packName := ""
 	if pw != nil {
-		if st, err = pw.stage(r.ObjectDir); err != nil {
+		if st, err = pw.stage(r.ObjectDir, true); err != nil {
 			return "", err
 		}
 		packName = st.name
