@@ -255,15 +255,15 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 	final := filepath.Join(st.dir, st.name)
 	var f *os.File
 	var err error
-	switch {
-	case fileExists(final+".pack") && fileExists(final+".idx"):
+	switch havePack := fileExists(final + ".pack"); {
+	case havePack && fileExists(final+".idx"):
 		// Complete already: hold its flock as a writer does, for the .keep
 		// publish links to it (RemoveStaleTemps).
 		if f, err = os.Open(final + ".pack"); err != nil {
 			return nil, err
 		}
 		st.files[0], pack = f, nil
-	case !fileExists(final + ".pack"):
+	case !havePack:
 		born := final + ".pack"
 		if protect {
 			born = final + ".keep"
@@ -338,21 +338,19 @@ func flockNow(f *os.File) error {
 }
 
 // sync makes the written files' contents durable (nothing to do for a pack
-// that was complete already). Both files are synced at once: the writes
-// reach the device together, where one fsync after the other waits for two
-// round trips (the .idx was a full fsync latency of every append).
-// Durability is the same: publish runs only after both.
+// that was complete already); publish runs only after it. The files are
+// synced one after the other, in the caller's goroutine: a goroutine per
+// concurrent fsync blocks an OS thread of its own, and the runtime starting
+// those threads cost more CPU than the overlap saved time (PERFORMANCE.md,
+// "Fewer files an append").
 func (st *stagedPack) sync() error {
 	if st.files[1] == nil {
 		return nil
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- st.files[1].Sync() }()
-	err := st.files[0].Sync()
-	if ierr := <-errc; err == nil {
-		err = ierr
+	if err := st.files[0].Sync(); err != nil {
+		return err
 	}
-	return err
+	return st.files[1].Sync()
 }
 
 // publish makes the synced pack visible and syncs the directory: the

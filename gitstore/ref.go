@@ -270,12 +270,12 @@ func (r *Repo) UpdateRef(w *WriterLock, name string, old, new ObjectID) error {
 // UpdateRefWithPack is UpdateRef that first makes the objects in pw (which
 // new needs) durable and visible as one pack, and returns the pack's name.
 // The ref is compared before anything is written, so a lost race leaves no
-// pack behind. Three rounds of fsyncs, each waiting for the one before: the
-// .pack, the .idx and the lockfile together (none needs to be durable
-// before another); the pack directory, once the .idx is renamed into place
-// (the ref must never name objects whose pack could be lost); the ref's
-// directory, once the lock is renamed over the ref. On success the entry is
-// durable when this returns.
+// pack behind. The fsyncs, in order: the .pack, the .idx and the lockfile
+// (none needs to be durable before another, only all before the renames);
+// the pack directory, once the .idx is renamed into place (the ref must
+// never name objects whose pack could be lost); the ref's directory, once
+// the lock is renamed over the ref. On success the new value and the pack
+// are durable when this returns.
 func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, pw *PackWriter) (string, error) {
 	path := r.refPath(name)
 	lockPath := path + ".lock"
@@ -319,11 +319,8 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 			return "", err
 		}
 		packName = st.name
-		errc := make(chan error, 1)
-		go func() { errc <- st.sync() }()
-		err = lock.Sync()
-		if perr := <-errc; err == nil {
-			err = perr
+		if err = st.sync(); err == nil {
+			err = lock.Sync()
 		}
 		if err == nil {
 			err = st.publish(true)
