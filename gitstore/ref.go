@@ -173,6 +173,7 @@ func (r *Repo) Head() (ObjectID, error) {
 type WriterLock struct {
 	f     *os.File
 	stale string // the record left by a previous holder that did not finish
+	size  int    // the file's length, -1 if not known
 }
 
 // AcquireWriterLock takes the writer lock at path, waiting at most timeout.
@@ -194,7 +195,11 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 		f.Close()
 		return nil, err
 	}
-	return &WriterLock{f: f, stale: string(rec)}, nil
+	size := len(rec)
+	if size == 4096 {
+		size = -1 // longer, perhaps
+	}
+	return &WriterLock{f: f, stale: string(rec), size: size}, nil
 }
 
 // flockWithin takes an exclusive flock on f, waiting at most timeout. It
@@ -247,14 +252,25 @@ func (w *WriterLock) Release() {
 	w.f.Close()
 }
 
-// record replaces the record with s: written first, then cut to length, so
-// a writer killed in between leaves the new record or a mix of the old and the
-// new one (both naming every lock it may have left), never an empty one.
+// record replaces the record with s: written first, then cut to length (if
+// the file was longer), so a writer killed in between leaves the new record
+// or a mix of the old and the new one (both naming every lock it may have
+// left), never an empty one.
 func (w *WriterLock) record(s string) error {
 	if _, err := w.f.WriteAt([]byte(s), 0); err != nil {
+		w.size = -1
 		return err
 	}
-	return w.f.Truncate(int64(len(s)))
+	if w.size >= 0 && w.size <= len(s) {
+		w.size = len(s)
+		return nil
+	}
+	w.size = -1
+	if err := w.f.Truncate(int64(len(s))); err != nil {
+		return err
+	}
+	w.size = len(s)
+	return nil
 }
 
 // UpdateRef moves ref name from old to new (old zero: the ref must not exist).
