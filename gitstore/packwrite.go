@@ -43,7 +43,7 @@ var packZlibWriters = sync.Pool{New: func() any {
 // stack) rather than by a pooled level-5 writer. An append writes about a
 // dozen objects of a few hundred bytes, mostly hashes; the level-5 writer's
 // 384 KiB of match tables, touched once per process, were 200 of a `tally
-// note`'s 700 page faults, for packs 1% smaller.
+// note`'s 700 page faults, for 4.5% fewer bytes an entry.
 const zlibStateless = 1<<15 - 1
 
 // zlibAppend appends the zlib stream of data to buf.
@@ -221,8 +221,8 @@ type stagedPack struct {
 // counted as garbage by `git count-objects -v`.
 const packTempPrefix = "tally-tmp-"
 
-// packKeepText is the content of the .keep files tally created before its
-// .keep became a hard link to the .pack; RemoveStaleTemps still knows them.
+// packKeepText is the content of the .keep files tally wrote before a pack
+// was born as its .keep; RemoveStaleTemps still knows them.
 const packKeepText = "tally: protects a pack until its ref is updated\n"
 
 // staleTempAge is how old a leftover must be before RemoveStaleTemps
