@@ -288,3 +288,58 @@ func TestPackWriterReplacesLeftoverPack(t *testing.T) {
 		})
 	}
 }
+
+// RemoveStaleTemps removes what a killed writer leaves now that a pack is
+// born under its final name: an old .pack without .idx and an old .keep
+// holding a pack; it keeps a young or flocked one (a live writer's), a pack
+// with its .idx, and a .keep that is not tally's.
+func TestRemoveStaleTempsPackWithoutIdx(t *testing.T) {
+	packDir := filepath.Join(t.TempDir(), "pack")
+	if err := os.MkdirAll(packDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	file := func(hexDigit, ext, content string, age time.Time) string {
+		p := filepath.Join(packDir, "pack-"+strings.Repeat(hexDigit, 40)+ext)
+		if err := os.WriteFile(p, []byte(content), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, age, age); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gone := []string{
+		file("a", ".pack", "PACK\x00\x00\x00\x02", old),
+		file("b", ".keep", "PACK\x00\x00\x00\x02", old), // a pack born as its .keep, never linked
+	}
+	kept := []string{
+		file("c", ".pack", "PACK", old), file("c", ".idx", "\377tOc", old), // complete
+		file("d", ".pack", "PACK", time.Now()), // young
+		file("e", ".keep", "receive-pack 42 on h", old),
+	}
+	live := file("f", ".pack", "PACK", old)
+	f, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := flockNow(f); err != nil {
+		t.Fatal(err)
+	}
+	kept = append(kept, live)
+	n, err := RemoveStaleTemps(filepath.Dir(packDir))
+	if err != nil || n != len(gone) {
+		t.Errorf("RemoveStaleTemps = %d, %v; want %d", n, err, len(gone))
+	}
+	for _, p := range gone {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s remains (%v)", filepath.Base(p), err)
+		}
+	}
+	for _, p := range kept {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed: %v", filepath.Base(p), err)
+		}
+	}
+}
