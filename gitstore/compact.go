@@ -60,7 +60,7 @@ func compactLevel(size int64) int {
 // NeedsCompaction reports whether there are at least min mergeable packs and
 // some level holds enough to merge. It only lists the pack directory.
 func NeedsCompaction(objectDir string, min int) bool {
-	packs, _, err := compactCandidates(objectDir)
+	packs, _, err := compactCandidates(objectDir, min)
 	if err != nil || len(packs) < min {
 		return false
 	}
@@ -68,9 +68,10 @@ func NeedsCompaction(objectDir string, min int) bool {
 	return ok
 }
 
-// compactCandidates lists the mergeable packs and the number of all packs.
-func compactCandidates(objectDir string) ([]compactPack, int, error) {
-	ents, err := listPackDir(filepath.Join(objectDir, "pack"))
+// compactCandidates lists the mergeable packs and the number of all packs,
+// or nothing when fewer than min packs are not git's (listPackDirMin).
+func compactCandidates(objectDir string, min int) ([]compactPack, int, error) {
+	ents, err := listPackDirMin(filepath.Join(objectDir, "pack"), min)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -140,7 +141,7 @@ func compact(db *ObjectDB, objectDir string, progress func(done, total int), max
 	}
 	rep.Stale = stale
 	for round := 0; round < 16; round++ {
-		packs, all, err := compactCandidates(objectDir)
+		packs, all, err := compactCandidates(objectDir, 0)
 		if err != nil {
 			return rep, false, err
 		}

@@ -214,6 +214,13 @@ type packDirEntry struct {
 
 // listPackDir lists the packs in packDir, in name order.
 func listPackDir(packDir string) ([]packDirEntry, error) {
+	return listPackDirMin(packDir, 0)
+}
+
+// listPackDirMin is listPackDir that lists nothing (nil) when fewer than
+// min of the packs are not git's: only then does it stat each .pack, one
+// system call a pack, for its size and time.
+func listPackDirMin(packDir string, min int) ([]packDirEntry, error) {
 	ents, err := os.ReadDir(packDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -224,18 +231,27 @@ func listPackDir(packDir string) ([]packDirEntry, error) {
 	for _, e := range ents {
 		names[e.Name()] = true
 	}
-	var out []packDirEntry
+	git := func(base string) bool { return names[base+".keep"] || names[base+".promisor"] || names[base+".mtimes"] }
+	var bases []string
+	ours := 0
 	for _, e := range ents {
-		base, ok := strings.CutSuffix(e.Name(), ".pack")
-		if !ok || !names[base+".idx"] {
-			continue
+		if base, ok := strings.CutSuffix(e.Name(), ".pack"); ok && names[base+".idx"] {
+			bases = append(bases, base)
+			if !git(base) {
+				ours++
+			}
 		}
-		fi, err := e.Info()
+	}
+	if ours < min {
+		return nil, nil
+	}
+	var out []packDirEntry
+	for _, base := range bases {
+		fi, err := os.Lstat(filepath.Join(packDir, base+".pack"))
 		if err != nil {
 			continue // deleted since listed
 		}
-		out = append(out, packDirEntry{base: base, size: fi.Size(), mtime: fi.ModTime(),
-			git: names[base+".keep"] || names[base+".promisor"] || names[base+".mtimes"]})
+		out = append(out, packDirEntry{base: base, size: fi.Size(), mtime: fi.ModTime(), git: git(base)})
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -18,23 +19,49 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zlib"
 )
 
-// packZlibLevel is the default level. git repack reuses the compressed data,
-// so the size is kept for good. The writer is klauspost/compress's zlib, not
-// the standard library's: at the default level the standard compressor
-// clears 640 KiB of hash tables on every Reset, which is most of the cost of
-// a small object (a plan of 100k cells writes 100k of them); this one resets
-// in constant time and, on cell blobs, took a quarter of the CPU time for a
-// 5% smaller output. Reading stays with the standard library, which inflated
-// them as fast.
+// packZlibLevel is the level of objects larger than one stateless block
+// (zlibStateless). git repack reuses the compressed data, so the size is kept
+// for good. The writer is klauspost/compress's zlib, not the standard
+// library's: at the default level the standard compressor clears 640 KiB of
+// hash tables on every Reset, which is most of the cost of a small object;
+// this one resets in constant time and, on cell blobs, took a quarter of the
+// CPU time for a 5% smaller output. Reading stays with the standard library,
+// which inflated them as fast.
 const packZlibLevel = zlib.DefaultCompression
 
 var packZlibWriters = sync.Pool{New: func() any {
 	zw, _ := zlib.NewWriterLevel(nil, packZlibLevel)
 	return zw
 }}
+
+// zlibStateless is the size up to which an object is compressed by
+// klauspost's stateless deflate (one block, a 16 KiB hash table on the
+// stack) rather than by a pooled level-5 writer. An append writes about a
+// dozen objects of a few hundred bytes, mostly hashes; the level-5 writer's
+// 384 KiB of match tables, touched once per process, were 200 of a `tally
+// note`'s 700 page faults, for 4.5% fewer bytes an entry.
+const zlibStateless = 1<<15 - 1
+
+// zlibAppend appends the zlib stream of data to buf.
+func zlibAppend(buf *bytes.Buffer, data []byte) {
+	if len(data) > zlibStateless {
+		zw := packZlibWriters.Get().(*zlib.Writer)
+		zw.Reset(buf)
+		zw.Write(data) // writes to a bytes.Buffer cannot fail
+		zw.Close()
+		packZlibWriters.Put(zw)
+		return
+	}
+	buf.Write([]byte{0x78, 0x01}) // deflate, 32 KiB window, FLEVEL 0: no preset dictionary
+	flate.StatelessDeflate(buf, data, true, nil)
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], adler32.Checksum(data))
+	buf.Write(sum[:])
+}
 
 // PackWriter collects objects and writes them as one pack without deltas.
 // Objects are compressed as they are added, so the caller may reuse the data.
@@ -78,11 +105,7 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 		hdr = append(hdr, byte(size&0x7f))
 	}
 	buf := bytes.NewBuffer(hdr)
-	zw := packZlibWriters.Get().(*zlib.Writer)
-	zw.Reset(buf)
-	zw.Write(data) // writes to a bytes.Buffer cannot fail
-	zw.Close()
-	packZlibWriters.Put(zw)
+	zlibAppend(buf, data)
 	w.push(id, buf.Bytes())
 }
 
@@ -119,7 +142,7 @@ func (w *PackWriter) WriteTo(objectDir string) (packName string, err error) {
 	if err != nil {
 		return "", err
 	}
-	st.abort() // closes the published files
+	st.release()
 	return st.name, nil
 }
 
@@ -135,12 +158,12 @@ func (w *PackWriter) WriteKept(objectDir string) (packName string, release func(
 	if err != nil {
 		return "", nil, err
 	}
-	return st.name, st.abort, nil
+	return st.name, st.release, nil
 }
 
 // write stages, syncs and publishes the pack, with a .keep if protect.
 func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) {
-	st, err := w.stage(objectDir)
+	st, err := w.stage(objectDir, protect)
 	if err != nil {
 		return nil, err
 	}
@@ -154,31 +177,40 @@ func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) 
 	return st, nil
 }
 
-// stagedPack is a pack written under temporary names, not yet synced or
-// visible. Splitting writing, syncing and publishing lets a caller sync the
-// pack together with other files (one journal commit instead of several).
+// stagedPack is a pack written, not yet synced or visible. Splitting
+// writing, syncing and publishing lets a caller sync the pack together with
+// other files (one round of fsyncs instead of several).
 //
-// Git and ObjectDB ignore a .pack without an .idx, so publish renames the .pack
-// first and the .idx after it, then syncs the directory: after a crash there is
-// either no pack, an ignored .pack, or a complete pack. A file already present
-// under the final name has the same contents (the name is the checksum) and is
-// kept.
+// The pack is written under a final name, the .idx under a temporary one:
+// git and ObjectDB read a pack only through its .idx, so only the .idx must
+// appear whole, by a rename, once both files are synced; then the directory
+// is synced. After a crash there is either no pack, a .pack (or .keep)
+// without .idx, which RemoveStaleTemps removes, or a complete pack. A pack
+// already complete under the final name has the same contents (the name is
+// the checksum) and is kept; a .pack there without .idx may be a killed
+// writer's, cut short, and this pack is then written under a temporary name
+// and renamed over it before the .idx.
 //
-// Beside git gc. The temporaries are named packTempPrefix+"pack-*" and
-// packTempPrefix+"idx-*" (see packTempPrefix). From before the pack is
-// visible until release, a "<name>.keep" holding packKeepText protects it
-// from `git repack -a -d` (git gc --prune=now), which deletes the packs it
-// listed at its start once it has packed what the refs reach: a pack whose
-// ref is not moved yet would lose its objects. git lists a pack only once
-// its .idx exists, and the .keep is created before, so every repack that
-// lists the pack sees the .keep. Each temporary and the .keep are held open
-// with an flock until renamed or removed, which is how RemoveStaleTemps tells
-// a killed writer's leftovers from a live writer's files.
+// Beside git gc. `git repack -a -d` (git gc --prune=now) lists every
+// "*.pack" in the directory at its start, with or without .idx, as kept if
+// its ".keep" exists then, and at its end deletes the listed packs that were
+// not kept, whatever it found reachable: a pack whose ref is not moved yet
+// would lose its objects. So a protected pack (publish(true)) is born as its
+// "<name>.keep" — the file's first name is the .keep, holding the pack —
+// and gets its ".pack" name by a hard link (git only asks whether the .keep
+// exists): no repack ever lists it unkept, and the .keep costs no file of
+// its own. release removes the .keep once the ref that reaches the pack has
+// moved. The temporaries are named packTempPrefix+"pack-*" and
+// packTempPrefix+"idx-*" (see packTempPrefix). The pack file and the .idx's
+// temporary are held open with an flock until release, which is how
+// RemoveStaleTemps tells a killed writer's leftovers from a live writer's.
 type stagedPack struct {
 	dir, name string
-	temps     [2]string   // .pack, .idx
-	files     [2]*os.File // open and flocked until renamed or removed
-	keep      *os.File    // this process's <name>.keep, open and flocked until release
+	temps     [2]string   // .pack, .idx: the temporary names publish renames ("" once renamed, or none)
+	files     [2]*os.File // open and flocked until release
+	bornKeep  bool        // the pack was created as this writer's .keep
+	unlisted  []string    // final names this writer created, removed by abort until the .idx is published
+	keep      string      // this process's <name>.keep, until release
 }
 
 // packTempPrefix starts the names of tally's temporary files in objects/pack.
@@ -189,8 +221,8 @@ type stagedPack struct {
 // counted as garbage by `git count-objects -v`.
 const packTempPrefix = "tally-tmp-"
 
-// packKeepText is the content of the .keep files tally creates, by which
-// RemoveStaleTemps knows them from the .keep files of git and of users.
+// packKeepText is the content of the .keep files tally wrote before a pack
+// was born as its .keep; RemoveStaleTemps still knows them.
 const packKeepText = "tally: protects a pack until its ref is updated\n"
 
 // staleTempAge is how old a leftover must be before RemoveStaleTemps
@@ -198,7 +230,7 @@ const packKeepText = "tally: protects a pack until its ref is updated\n"
 // is checked as well.
 const staleTempAge = 10 * time.Minute
 
-func (w *PackWriter) stage(objectDir string) (*stagedPack, error) {
+func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) {
 	if len(w.entries) == 0 {
 		return nil, errors.New("gitstore: no objects to pack")
 	}
@@ -220,27 +252,80 @@ func (w *PackWriter) stage(objectDir string) (*stagedPack, error) {
 	if err := os.MkdirAll(st.dir, 0o777); err != nil {
 		return nil, err
 	}
-	for i, data := range [2][]byte{pack, packIndexBytes(idx, sum)} {
-		f, err := os.CreateTemp(st.dir, packTempPrefix+[2]string{"pack-*", "idx-*"}[i])
-		if err != nil {
-			st.abort()
+	final := filepath.Join(st.dir, st.name)
+	var f *os.File
+	var err error
+	switch havePack := fileExists(final + ".pack"); {
+	case havePack && fileExists(final+".idx"):
+		// Complete already: hold its flock as a writer does, for the .keep
+		// publish links to it (RemoveStaleTemps).
+		if f, err = os.Open(final + ".pack"); err != nil {
 			return nil, err
 		}
-		st.temps[i], st.files[i] = f.Name(), f
-		if err := flockNow(f); err != nil {
-			st.abort()
+		st.files[0], pack = f, nil
+	case !havePack:
+		born := final + ".pack"
+		if protect {
+			born = final + ".keep"
+		}
+		f, err = os.OpenFile(born, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
+		if err == nil {
+			st.files[0], st.bornKeep, st.unlisted = f, protect, []string{born}
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
-		if _, err := f.Write(data); err != nil {
-			st.abort()
+		fallthrough // someone else's .keep: a temporary, as for a leftover .pack
+	default:
+		if f, err = os.CreateTemp(st.dir, packTempPrefix+"pack-*"); err != nil {
 			return nil, err
 		}
-		if err := f.Chmod(0o444); err != nil {
-			st.abort()
-			return nil, err
-		}
+		st.files[0], st.temps[0] = f, f.Name()
+	}
+	if err := flockNow(st.files[0]); err != nil {
+		st.abort()
+		return nil, err
+	}
+	if pack == nil {
+		return st, nil
+	}
+	if err := writeReadOnly(st.files[0], pack, st.temps[0] != ""); err != nil {
+		st.abort()
+		return nil, err
+	}
+	if f, err = os.CreateTemp(st.dir, packTempPrefix+"idx-*"); err != nil {
+		st.abort()
+		return nil, err
+	}
+	st.files[1], st.temps[1] = f, f.Name()
+	if err := flockNow(f); err != nil {
+		st.abort()
+		return nil, err
+	}
+	if err := writeReadOnly(f, packIndexBytes(idx, sum), true); err != nil {
+		st.abort()
+		return nil, err
 	}
 	return st, nil
+}
+
+// writeReadOnly writes data to f, and makes it read-only if chmod (a file
+// created read-only already is).
+func writeReadOnly(f *os.File, data []byte, chmod bool) error {
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if chmod {
+		return f.Chmod(0o444)
+	}
+	return nil
+}
+
+// fileExists reports whether path names a file (or anything else).
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // flockNow takes an exclusive flock on f, which nobody else holds.
@@ -252,102 +337,107 @@ func flockNow(f *os.File) error {
 	}
 }
 
-// sync makes the staged files' contents durable. Both files are synced at
-// once: the writes reach the device together, where one fsync after the
-// other waits for two round trips (the .idx was a full fsync latency of
-// every append). Durability is the same: publish runs only after both. The
-// files stay open: their flocks mark them live until release.
+// sync makes the written files' contents durable (nothing to do for a pack
+// that was complete already); publish runs only after it. The files are
+// synced one after the other, in the caller's goroutine: a goroutine per
+// concurrent fsync blocks an OS thread of its own, and the runtime starting
+// those threads cost more CPU than the overlap saved time (PERFORMANCE.md,
+// "Fewer files an append").
 func (st *stagedPack) sync() error {
-	var errs [2]error
-	var wg sync.WaitGroup
-	for i, f := range st.files {
-		if f == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f.Sync()
-		}()
+	if st.files[1] == nil {
+		return nil
 	}
-	wg.Wait()
-	if errs[0] != nil {
-		return errs[0]
+	if err := st.files[0].Sync(); err != nil {
+		return err
 	}
-	return errs[1]
+	return st.files[1].Sync()
 }
 
-// publish renames the synced files into place and syncs the directory. With
-// protect, it first protects the pack with a .keep, which stays until
-// release, once the ref that reaches the pack's objects has moved (or will
-// not).
+// publish makes the synced pack visible and syncs the directory: the
+// pack gets its .pack name (a link to the .keep it was born as, or the
+// rename of a temporary over a leftover), then the .idx is renamed into
+// place. With protect the pack has a .keep from before its .pack name
+// exists (or, complete already, from now); it stays until release, once the
+// ref that reaches the pack's objects has moved (or will not).
 func (st *stagedPack) publish(protect bool) error {
-	var keep *os.File
-	var err error
-	if protect {
-		keep, err = os.OpenFile(filepath.Join(st.dir, st.name+".keep"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	final := filepath.Join(st.dir, st.name)
+	if st.bornKeep {
+		st.keep = final + ".keep"
+	} else if protect {
+		switch err := os.Link(st.files[0].Name(), final+".keep"); {
+		case errors.Is(err, fs.ErrExist):
+			// someone else's keep (git's, or a writer of the same pack): it
+			// protects the pack as well, and is not ours to remove
+		case err != nil:
+			return err
+		default:
+			st.keep = final + ".keep"
+		}
 	}
-	switch {
-	case !protect:
-	case errors.Is(err, fs.ErrExist):
-		// someone else's keep (git's, or a writer of the same pack): it
-		// protects the pack as well, and is not ours to remove
-	case err != nil:
-		return err
-	default:
-		st.keep = keep
-		if err := flockNow(keep); err != nil {
+	if st.files[1] == nil {
+		return nil // complete already, directory entries included
+	}
+	if st.bornKeep {
+		if err := os.Link(st.keep, final+".pack"); err != nil {
 			return err
 		}
-		if _, err := keep.WriteString(packKeepText); err != nil {
-			return err
-		}
+		st.unlisted = append(st.unlisted, final+".pack")
 	}
 	for i, ext := range []string{".pack", ".idx"} {
-		final := filepath.Join(st.dir, st.name+ext)
-		if _, err := os.Lstat(final); err == nil {
+		if st.temps[i] == "" {
 			continue
 		}
-		if err := os.Rename(st.temps[i], final); err != nil {
+		if err := os.Rename(st.temps[i], final+ext); err != nil {
 			return err
 		}
 		st.temps[i] = ""
 	}
+	st.unlisted = nil
 	return syncDir(st.dir)
 }
 
-// abort removes whatever publish has not moved into place, and the .keep.
+// abort removes whatever publish has not made visible (the pack's final
+// names included), and releases the pack.
 func (st *stagedPack) abort() {
-	for i := range st.temps {
-		if st.temps[i] != "" {
-			os.Remove(st.temps[i])
-			st.temps[i] = ""
+	for _, path := range append(st.temps[:], st.unlisted...) {
+		if path != "" {
+			os.Remove(path)
 		}
-		if st.files[i] != nil {
-			st.files[i].Close()
-			st.files[i] = nil
+		if path == st.keep {
+			st.keep = "" // the pack was born as it
 		}
 	}
+	st.temps, st.unlisted = [2]string{}, nil
 	st.release()
 }
 
-// release removes this process's .keep: the pack is now git's to repack (its
-// objects reachable from a ref) or to prune (they are not). The removal need
-// not be durable: a .keep that reappears after a crash is a stale one.
+// release removes this process's .keep and drops the flocks: the pack is now
+// git's to repack (its objects reachable from a ref) or to prune (they are
+// not). The removal need not be durable: a .keep that reappears after a crash
+// is a stale one.
 func (st *stagedPack) release() {
-	if st.keep != nil {
-		os.Remove(st.keep.Name())
-		st.keep.Close()
-		st.keep = nil
+	if st.keep != "" {
+		os.Remove(st.keep)
+		st.keep = ""
+	}
+	for i, f := range st.files {
+		if f != nil {
+			f.Close()
+			st.files[i] = nil
+		}
 	}
 }
 
 // RemoveStaleTemps removes what writers killed while writing a pack left in
-// objectDir/pack: temporaries named packTempPrefix+"*" and .keep files holding
-// packKeepText, once older than staleTempAge and not flocked — a live writer
-// holds an flock on each of them until it renames or removes it, and the
-// kernel drops the flock of a killed one. Nothing else is touched: not git's
-// "tmp_*" files, nor any other .keep. It returns how many files it removed.
+// objectDir/pack: temporaries named packTempPrefix+"*", a "pack-*.pack"
+// without its ".idx", and tally's .keep files (holding a pack, as the pack
+// is born, or packKeepText, as older versions wrote them), once older than
+// staleTempAge and not flocked — a live writer holds an flock on each of
+// them until release, and the kernel drops the flock of a killed one.
+// Nothing else is touched: not git's "tmp_*" files, nor any other .keep.
+// (git renames a .pack and then its .idx in immediate succession, so a
+// .pack of git's without .idx is a killed git's, of no use to any reader.)
+// It returns how many files it removed.
 func RemoveStaleTemps(objectDir string) (int, error) {
 	dir := filepath.Join(objectDir, "pack")
 	ents, err := os.ReadDir(dir)
@@ -356,28 +446,50 @@ func RemoveStaleTemps(objectDir string) (int, error) {
 	} else if err != nil {
 		return 0, err
 	}
+	names := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
 	removed := 0
 	for _, e := range ents {
 		name := e.Name()
-		temp := strings.HasPrefix(name, packTempPrefix)
-		if !temp && !strings.HasSuffix(name, ".keep") {
+		var what leftover
+		switch base, pack := strings.CutSuffix(name, ".pack"); {
+		case strings.HasPrefix(name, packTempPrefix):
+			what = leftoverTemp
+		case strings.HasSuffix(name, ".keep"):
+			what = leftoverKeep
+		case pack && packValidName(base) && !names[base+".idx"]:
+			what = leftoverPack
+		default:
 			continue
 		}
 		if fi, err := e.Info(); err != nil || !fi.Mode().IsRegular() || time.Since(fi.ModTime()) < staleTempAge {
 			continue
 		}
-		if removeUnlocked(filepath.Join(dir, name), !temp) {
+		if removeUnlocked(filepath.Join(dir, name), what) {
 			removed++
 		}
 	}
 	return removed, nil
 }
 
-// removeUnlocked removes path if no process holds an flock on it (and, with
-// keepOnly, if it holds packKeepText). The flock is taken on the file found
-// at path, and the name still naming that file is checked before the
-// removal, so a file renamed away or replaced meanwhile is left alone.
-func removeUnlocked(path string, keepOnly bool) bool {
+// What RemoveStaleTemps found: a temporary, a .keep (tally's or not), or a
+// .pack without .idx.
+type leftover int
+
+const (
+	leftoverTemp leftover = iota
+	leftoverKeep
+	leftoverPack
+)
+
+// removeUnlocked removes path if no process holds an flock on it (and, for
+// a .keep, if it is tally's; for a .pack, if its .idx is still missing). The
+// flock is taken on the file found at path, and the name still naming that
+// file is checked before the removal, so a file renamed away or replaced
+// meanwhile is left alone.
+func removeUnlocked(path string, what leftover) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -386,10 +498,15 @@ func removeUnlocked(path string, keepOnly bool) bool {
 	if flockNow(f) != nil {
 		return false // a live writer's
 	}
-	if keepOnly {
+	switch what {
+	case leftoverKeep:
 		b, err := io.ReadAll(io.LimitReader(f, int64(len(packKeepText))+1))
-		if err != nil || string(b) != packKeepText {
+		if err != nil || !(string(b) == packKeepText || strings.HasPrefix(string(b), "PACK")) {
 			return false
+		}
+	case leftoverPack:
+		if fileExists(strings.TrimSuffix(path, ".pack") + ".idx") {
+			return false // published meanwhile
 		}
 	}
 	held, err1 := f.Stat()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // odbTreeEntry formats one tree entry.
@@ -227,5 +228,118 @@ func TestPackWriterMany(t *testing.T) {
 	}
 	if _, _, err := db.Read(HashObject(BlobObject, []byte("700"))); !errors.Is(err, ErrObjectNotFound) {
 		t.Errorf("Read(absent) error = %v", err)
+	}
+}
+
+// A .pack without .idx under the name a writer is about to publish — a
+// killed writer's, cut short — is replaced, not taken for the complete pack:
+// git verifies the published pack and every object reads back, protected
+// (UpdateRefWithPack) or not (WriteTo).
+func TestPackWriterReplacesLeftoverPack(t *testing.T) {
+	for _, protect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("protect=%v", protect), func(t *testing.T) {
+			scratch, r := odbNewRepo(t), odbNewRepo(t)
+			w := NewPackWriter()
+			objs, _, commit, _ := odbSampleObjects(w, "leftover")
+			name, err := w.WriteTo(scratch.objects())
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, err := os.ReadFile(filepath.Join(scratch.objects(), "pack", name+".pack"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := filepath.Join(r.objects(), "pack", name)
+			if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(base+".pack", whole[:len(whole)/2], 0o444); err != nil {
+				t.Fatal(err)
+			}
+			if protect {
+				repo, err := Open(r.dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wl, err := AcquireWriterLock(filepath.Join(r.dir, ".git", "tally", "writer.lock"), time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer wl.Release()
+				if _, err := repo.UpdateRefWithPack(wl, "refs/heads/x", ObjectID{}, commit, w); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := w.WriteTo(r.objects()); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(base + ".pack"); err != nil || !bytes.Equal(got, whole) {
+				t.Fatalf("the published .pack is %d bytes (%v), want the whole %d", len(got), err, len(whole))
+			}
+			r.git(nil, "verify-pack", base+".idx")
+			db := odbOpen(t, r.objects())
+			for id, data := range objs {
+				if _, got, err := db.Read(id); err != nil || !bytes.Equal(got, data) {
+					t.Errorf("object %s after replacing the leftover: %v", id, err)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(r.objects(), "pack", "*tmp*")); len(left) != 0 {
+				t.Errorf("temporaries left: %v", left)
+			}
+		})
+	}
+}
+
+// RemoveStaleTemps removes what a killed writer leaves now that a pack is
+// born under its final name: an old .pack without .idx and an old .keep
+// holding a pack; it keeps a young or flocked one (a live writer's), a pack
+// with its .idx, and a .keep that is not tally's.
+func TestRemoveStaleTempsPackWithoutIdx(t *testing.T) {
+	packDir := filepath.Join(t.TempDir(), "pack")
+	if err := os.MkdirAll(packDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	file := func(hexDigit, ext, content string, age time.Time) string {
+		p := filepath.Join(packDir, "pack-"+strings.Repeat(hexDigit, 40)+ext)
+		if err := os.WriteFile(p, []byte(content), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, age, age); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gone := []string{
+		file("a", ".pack", "PACK\x00\x00\x00\x02", old),
+		file("b", ".keep", "PACK\x00\x00\x00\x02", old), // a pack born as its .keep, never linked
+	}
+	kept := []string{
+		file("c", ".pack", "PACK", old), file("c", ".idx", "\377tOc", old), // complete
+		file("d", ".pack", "PACK", time.Now()), // young
+		file("e", ".keep", "receive-pack 42 on h", old),
+	}
+	live := file("f", ".pack", "PACK", old)
+	f, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := flockNow(f); err != nil {
+		t.Fatal(err)
+	}
+	kept = append(kept, live)
+	n, err := RemoveStaleTemps(filepath.Dir(packDir))
+	if err != nil || n != len(gone) {
+		t.Errorf("RemoveStaleTemps = %d, %v; want %d", n, err, len(gone))
+	}
+	for _, p := range gone {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s remains (%v)", filepath.Base(p), err)
+		}
+	}
+	for _, p := range kept {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed: %v", filepath.Base(p), err)
+		}
 	}
 }

@@ -173,6 +173,7 @@ func (r *Repo) Head() (ObjectID, error) {
 type WriterLock struct {
 	f     *os.File
 	stale string // the record left by a previous holder that did not finish
+	size  int    // the file's length, -1 if not known
 }
 
 // AcquireWriterLock takes the writer lock at path, waiting at most timeout.
@@ -194,7 +195,11 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 		f.Close()
 		return nil, err
 	}
-	return &WriterLock{f: f, stale: string(rec)}, nil
+	size := len(rec)
+	if size == 4096 {
+		size = -1 // longer, perhaps
+	}
+	return &WriterLock{f: f, stale: string(rec), size: size}, nil
 }
 
 // flockWithin takes an exclusive flock on f, waiting at most timeout. It
@@ -247,14 +252,25 @@ func (w *WriterLock) Release() {
 	w.f.Close()
 }
 
-// record replaces the record with s: written first, then cut to length, so
-// a writer killed in between leaves the new record or a mix of the old and the
-// new one (both naming every lock it may have left), never an empty one.
+// record replaces the record with s: written first, then cut to length (if
+// the file was longer), so a writer killed in between leaves the new record
+// or a mix of the old and the new one (both naming every lock it may have
+// left), never an empty one.
 func (w *WriterLock) record(s string) error {
 	if _, err := w.f.WriteAt([]byte(s), 0); err != nil {
+		w.size = -1
 		return err
 	}
-	return w.f.Truncate(int64(len(s)))
+	if w.size >= 0 && w.size <= len(s) {
+		w.size = len(s)
+		return nil
+	}
+	w.size = -1
+	if err := w.f.Truncate(int64(len(s))); err != nil {
+		return err
+	}
+	w.size = len(s)
+	return nil
 }
 
 // UpdateRef moves ref name from old to new (old zero: the ref must not exist).
@@ -270,8 +286,12 @@ func (r *Repo) UpdateRef(w *WriterLock, name string, old, new ObjectID) error {
 // UpdateRefWithPack is UpdateRef that first makes the objects in pw (which
 // new needs) durable and visible as one pack, and returns the pack's name.
 // The ref is compared before anything is written, so a lost race leaves no
-// pack behind; the pack and the lockfile are synced together, so the whole
-// update costs three filesystem journal commits rather than five.
+// pack behind. The fsyncs, in order: the .pack, the .idx and the lockfile
+// (none needs to be durable before another, only all before the renames);
+// the pack directory, once the .idx is renamed into place (the ref must
+// never name objects whose pack could be lost); the ref's directory, once
+// the lock is renamed over the ref. On success the new value and the pack
+// are durable when this returns.
 func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, pw *PackWriter) (string, error) {
 	path := r.refPath(name)
 	lockPath := path + ".lock"
@@ -311,15 +331,12 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 	}
 	packName := ""
 	if pw != nil {
-		if st, err = pw.stage(r.ObjectDir); err != nil {
+		if st, err = pw.stage(r.ObjectDir, true); err != nil {
 			return "", err
 		}
 		packName = st.name
-		errc := make(chan error, 1)
-		go func() { errc <- st.sync() }()
-		err = lock.Sync()
-		if perr := <-errc; err == nil {
-			err = perr
+		if err = st.sync(); err == nil {
+			err = lock.Sync()
 		}
 		if err == nil {
 			err = st.publish(true)

@@ -95,7 +95,45 @@ func (l *Ledger) writeRecord(path string, tip gitstore.ObjectID) error {
 // writeRecordMeta is writeRecord for a caller that holds tip's chain meta.
 func (l *Ledger) writeRecordMeta(path string, tip gitstore.ObjectID, m *chain.Meta) error {
 	rec := verifiedRecord{Commit: tip.String(), Seq: m.Size - 1, Hash: m.Head}
-	return writeFileAtomic(path, mustJSON(rec))
+	return writeRecordInPlace(path, mustJSON(rec))
+}
+
+// recordSize is the length of every record file (FORMAT.md §8): the JSON,
+// then spaces and a newline. The longest record (a 20-digit seq) is 154
+// bytes.
+const recordSize = 192
+
+// writeRecordInPlace overwrites the record at path with rec, padded to
+// recordSize, by one write into the existing file; a missing record is
+// created whole (writeFileAtomic). A record is written on every append and
+// most views, and replacing it by a new file and a rename cost a new inode,
+// a rename and the old inode's eviction each time. It is never synced:
+// what a reader finds, after a crash too, is the old record, the new one,
+// or (a reader racing the write, a torn sector) bytes that do not parse or
+// do not match their commit, which are never believed (trustedRecordAt).
+// The writer records a tip only once its ref update is durable, so the
+// record is never ahead of the ref on disk; behind is safe, the entries after
+// it are checked again.
+func writeRecordInPlace(path string, rec []byte) error {
+	if len(rec) < recordSize {
+		rec = append(rec, bytes.Repeat([]byte{' '}, recordSize-1-len(rec))...)
+		rec = append(rec, '\n')
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return writeFileAtomic(path, rec)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(rec, 0)
+	if fi, serr := f.Stat(); err == nil && serr == nil && fi.Size() != int64(len(rec)) {
+		err = f.Truncate(int64(len(rec))) // a record of another length (an older tally's, or edited)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // trustedRecord returns the commit the record says was verified, if the

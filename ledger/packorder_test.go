@@ -1,0 +1,135 @@
+package ledger_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/internal/testrepo"
+)
+
+// An append killed (strace injects SIGKILL) at its first rename — the .idx's,
+// once the pack has its final name and both files are synced — leaves a
+// pack-<hex>.pack without .idx, its .keep and the .idx's temporary, and the
+// ref where it was: git fsck --strict and verify --full accept the
+// repository, the next append succeeds, and once the leftovers are old the
+// next compaction (tally gc) removes all three.
+func TestKilledBetweenPackAndIdx(t *testing.T) {
+	t.Parallel()
+	strace := testrepo.Strace(t)
+	dir := initRepo(t)
+	packDir := filepath.Join(gitDir(t, dir), "objects", "pack")
+	before := tip(t, dir)
+	listed := func() []string {
+		ents, err := os.ReadDir(packDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	old := listed()
+
+	renames := "rename,renameat,renameat2"
+	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace="+renames,
+		"-e", "inject="+renames+":error=EIO:signal=KILL:when=1", testrepo.Tally(t), "-C", dir, "note", "killed")
+	cmd.Env = testrepo.Env("TALLY_ACTOR=victim")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("the append was not killed: %v %s", err, out)
+	}
+
+	var left, packs []string
+	for _, name := range listed() {
+		if !slices.Contains(old, name) {
+			left = append(left, name)
+		}
+	}
+	for _, name := range left {
+		if base, ok := strings.CutSuffix(name, ".pack"); ok {
+			packs = append(packs, name)
+			if slices.Contains(left, base+".idx") {
+				t.Errorf("the killed append published %s.idx", base)
+			}
+			if !slices.Contains(left, base+".keep") {
+				t.Errorf("the killed append's %s has no .keep", name)
+			}
+		}
+	}
+	if len(packs) != 1 || len(left) != 3 {
+		t.Fatalf("the killed append left %v in objects/pack; want its .pack under its final name, its .keep and the .idx's temporary", left)
+	}
+	if got := tip(t, dir); got != before {
+		t.Fatalf("the killed append moved the ref: %s, was %s", got, before)
+	}
+	fsck(t, dir)
+	verifyOK(t, dir, true)
+
+	r := testrepo.Run(t, dir, "next", nil, "--json", "note", "after")
+	if r.Code != 0 || tip(t, dir) == before {
+		t.Fatalf("the append after the kill: exit %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+
+	aged := time.Now().Add(-time.Hour)
+	for _, name := range left {
+		if err := os.Chtimes(filepath.Join(packDir, name), aged, aged); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = testrepo.Run(t, dir, "gc", nil, "--json", "gc")
+	if r.Code != 0 {
+		t.Fatalf("tally gc: exit %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if n, _ := r.JSON["stale"].(float64); int(n) != len(left) {
+		t.Errorf("tally gc removed %v stale files, want %d", r.JSON["stale"], len(left))
+	}
+	for _, name := range left {
+		if _, err := os.Lstat(filepath.Join(packDir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left by the killed append remains after tally gc (%v)", name, err)
+		}
+	}
+	fsck(t, dir)
+	verifyOK(t, dir, true)
+}
+
+// The writer's record is rewritten in place on an append, not replaced by a
+// new file: the same file names the new tip, padded to its fixed size, and
+// a record of another length (an edited one) is cut to it.
+func TestRecordRewrittenInPlace(t *testing.T) {
+	t.Parallel()
+	dir := initRepo(t)
+	record := filepath.Join(gitDir(t, dir), "tally", "appended")
+	testrepo.Run(t, dir, "a", nil, "note", "one")
+	fi, err := os.Stat(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(record)
+	if err := os.WriteFile(record, append(b, strings.Repeat(" ", 300)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testrepo.Run(t, dir, "a", nil, "note", "two")
+	fi2, err := os.Stat(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(fi, fi2) {
+		t.Error("the append replaced its record by a new file")
+	}
+	b2, _ := os.ReadFile(record)
+	if tipNow := tip(t, dir); !strings.Contains(string(b2), `"commit":"`+tipNow+`"`) {
+		t.Errorf("record %q does not name the tip %s", b2, tipNow)
+	}
+	if len(b2) != len(b) || !strings.HasSuffix(string(b2), " \n") {
+		t.Errorf("record is %d bytes %q, want the %d of a padded record", len(b2), b2, len(b))
+	}
+}
