@@ -429,15 +429,16 @@ func (st *stagedPack) release() {
 }
 
 // RemoveStaleTemps removes what writers killed while writing a pack left in
-// objectDir/pack: temporaries named packTempPrefix+"*", a "pack-*.pack"
-// without its ".idx", and tally's .keep files (holding a pack, as the pack
-// is born, or packKeepText, as older versions wrote them), once older than
+// objectDir/pack: temporaries named packTempPrefix+"*" and tally's .keep
+// files (holding a pack, as the pack is born, or packKeepText, as older
+// versions wrote them), with the "pack-*.pack" that is the very same file
+// as such a .keep while its ".idx" is missing, once older than
 // staleTempAge and not flocked — a live writer holds an flock on each of
 // them until release, and the kernel drops the flock of a killed one.
-// Nothing else is touched: not git's "tmp_*" files, nor any other .keep.
-// (git renames a .pack and then its .idx in immediate succession, so a
-// .pack of git's without .idx is a killed git's, of no use to any reader.)
-// It returns how many files it removed.
+// Nothing else is touched: not git's "tmp_*" files, nor any other .keep,
+// nor a .pack without .idx that is no tally .keep's (git renames its .pack
+// and then its .idx, and the pack's age says nothing of how long ago it
+// began that). It returns how many files it removed.
 func RemoveStaleTemps(objectDir string) (int, error) {
 	dir := filepath.Join(objectDir, "pack")
 	ents, err := os.ReadDir(dir)
@@ -446,75 +447,59 @@ func RemoveStaleTemps(objectDir string) (int, error) {
 	} else if err != nil {
 		return 0, err
 	}
-	names := make(map[string]bool, len(ents))
-	for _, e := range ents {
-		names[e.Name()] = true
-	}
 	removed := 0
 	for _, e := range ents {
 		name := e.Name()
-		var what leftover
-		switch base, pack := strings.CutSuffix(name, ".pack"); {
-		case strings.HasPrefix(name, packTempPrefix):
-			what = leftoverTemp
-		case strings.HasSuffix(name, ".keep"):
-			what = leftoverKeep
-		case pack && packValidName(base) && !names[base+".idx"]:
-			what = leftoverPack
-		default:
+		keep := strings.HasSuffix(name, ".keep")
+		if !keep && !strings.HasPrefix(name, packTempPrefix) {
 			continue
 		}
 		if fi, err := e.Info(); err != nil || !fi.Mode().IsRegular() || time.Since(fi.ModTime()) < staleTempAge {
 			continue
 		}
-		if removeUnlocked(filepath.Join(dir, name), what) {
-			removed++
-		}
+		removed += removeUnlocked(filepath.Join(dir, name), keep)
 	}
 	return removed, nil
 }
 
-// What RemoveStaleTemps found: a temporary, a .keep (tally's or not), or a
-// .pack without .idx.
-type leftover int
-
-const (
-	leftoverTemp leftover = iota
-	leftoverKeep
-	leftoverPack
-)
-
-// removeUnlocked removes path if no process holds an flock on it (and, for
-// a .keep, if it is tally's; for a .pack, if its .idx is still missing). The
-// flock is taken on the file found at path, and the name still naming that
-// file is checked before the removal, so a file renamed away or replaced
-// meanwhile is left alone.
-func removeUnlocked(path string, what leftover) bool {
+// removeUnlocked removes path if no process holds an flock on it and, for a
+// .keep, if it is tally's; a .keep holding a pack takes with it the .pack
+// that is the same file, unless that pack has its .idx (then it was
+// published, and only the .keep is left over). The flock is taken on the
+// file found at path, and the name still naming that file is checked before
+// the removal, so a file renamed away or replaced meanwhile is left alone.
+// It returns how many files it removed.
+func removeUnlocked(path string, keep bool) int {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return 0
 	}
 	defer f.Close()
 	if flockNow(f) != nil {
-		return false // a live writer's
+		return 0 // a live writer's
 	}
-	switch what {
-	case leftoverKeep:
+	held, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	removed := 0
+	if keep {
 		b, err := io.ReadAll(io.LimitReader(f, int64(len(packKeepText))+1))
 		if err != nil || !(string(b) == packKeepText || strings.HasPrefix(string(b), "PACK")) {
-			return false
+			return 0
 		}
-	case leftoverPack:
-		if fileExists(strings.TrimSuffix(path, ".pack") + ".idx") {
-			return false // published meanwhile
+		base := strings.TrimSuffix(path, ".keep")
+		if pack, err := os.Lstat(base + ".pack"); err == nil && os.SameFile(held, pack) && !fileExists(base+".idx") && os.Remove(base+".pack") == nil {
+			removed++
 		}
 	}
-	held, err1 := f.Stat()
-	now, err2 := os.Lstat(path)
-	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
-		return false
+	if now, err := os.Lstat(path); err != nil || !os.SameFile(held, now) {
+		return removed
 	}
-	return os.Remove(path) == nil
+	if os.Remove(path) == nil {
+		removed++
+	}
+	return removed
 }
 
 type packIdxEntry struct {

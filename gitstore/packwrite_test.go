@@ -309,11 +309,17 @@ func TestRemoveStaleTempsPackWithoutIdx(t *testing.T) {
 		}
 		return p
 	}
+	born := file("a", ".keep", "PACK\x00\x00\x00\x02", old) // linked as its .pack, killed before the .idx
+	linked := strings.TrimSuffix(born, ".keep") + ".pack"
+	if err := os.Link(born, linked); err != nil {
+		t.Fatal(err)
+	}
 	gone := []string{
-		file("a", ".pack", "PACK\x00\x00\x00\x02", old),
+		born, linked,
 		file("b", ".keep", "PACK\x00\x00\x00\x02", old), // a pack born as its .keep, never linked
 	}
 	kept := []string{
+		file("9", ".pack", "PACK\x00\x00\x00\x02", old),                    // no tally .keep's: a git's, between its renames or killed
 		file("c", ".pack", "PACK", old), file("c", ".idx", "\377tOc", old), // complete
 		file("d", ".pack", "PACK", time.Now()), // young
 		file("e", ".keep", "receive-pack 42 on h", old),
