@@ -5,6 +5,7 @@ import (
 	"compress/zlib"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -588,6 +589,68 @@ func TestSequencedSentRangeTampered(t *testing.T) {
 	}
 	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
 	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+}
+
+// TestSequencedTrackingRefLocked: a sent range whose tracking ref cannot be
+// moved (a competing git holds its lock file) is not recorded as verified:
+// the clone's record of the remote never names a tip its tracking ref does
+// not, so no git gc --prune=now can drop the range's pack from under the
+// record. The claim falls back to the fetch (which the same lock stops);
+// once the lock is gone, and after a gc, the next claims take their ranges
+// and the clone verifies; no cell is granted twice.
+func TestSequencedTrackingRefLocked(t *testing.T) {
+	t.Parallel()
+	c, _, dir := sequencedAgent(t, "locked", 6)
+	tracking := filepath.Join(dir, ".git", "refs", "remotes", "origin", "tally", "ledger")
+	claim := func() testrepo.Result {
+		t.Helper()
+		p := c.run(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil {
+			t.Fatal(p.Err)
+		}
+		return p
+	}
+	consistent := func(when string) {
+		t.Helper()
+		var rec struct{ Commit string }
+		b, err := os.ReadFile(filepath.Join(dir, ".git", "tally", "remotes", "origin.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err != nil {
+			t.Fatalf("%s: the remote record: %v", when, err)
+		}
+		if got := testrepo.Git(t, dir, "rev-parse", "refs/remotes/origin/tally/ledger"); got != rec.Commit {
+			t.Fatalf("%s: the record names %s, the tracking ref is at %s", when, rec.Commit, got)
+		}
+	}
+	for i := 0; i < 2; i++ { // the first fetches, the second takes its range
+		if p := claim(); p.Code != 0 {
+			t.Fatalf("claim %d: %s", i, p)
+		}
+	}
+	consistent("after two claims")
+	if err := os.WriteFile(tracking+".lock", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	locked := claim()
+	consistent("after a claim with the tracking ref locked")
+	if err := os.Remove(tracking + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	testrepo.Git(t, dir, "gc", "-q", "--prune=now")
+	for i := 0; i < 2; i++ {
+		if p := claim(); p.Code != 0 {
+			t.Fatalf("claim %d after the lock (the locked one said %s): %s", i, locked, p)
+		}
+		consistent("after the lock")
+	}
+	for cell, who := range netClaims(t, c.bare) {
+		if len(who) > 1 {
+			t.Fatalf("%s claimed by %v in the server's ledger", cell, who)
+		}
+	}
+	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
 }
 
 // TestSequencedRequestSkipsPreReceive: a push of requests only, which the
