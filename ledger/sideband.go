@@ -68,13 +68,40 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 	}
 	var objs []*gitstore.Object
 	seen := map[gitstore.ObjectID]bool{}
+	// read reads through ReadEntry and keeps what it read, so that a tree
+	// or commit the walk reads and then sends is read (inflated) once.
+	read := map[gitstore.ObjectID]*gitstore.Object{}
+	entry := func(id gitstore.ObjectID) (*gitstore.Object, error) {
+		if o, ok := read[id]; ok {
+			return o, nil
+		}
+		o, err := db.ReadEntry(id)
+		if err == nil {
+			read[id] = o
+		}
+		return o, err
+	}
+	readObject := func(id gitstore.ObjectID) (gitstore.ObjectType, []byte, error) {
+		o, err := entry(id)
+		if err != nil {
+			return 0, nil, err
+		}
+		return o.Type(), o.Data(), nil
+	}
+	commit := func(id gitstore.ObjectID) (*gitstore.Commit, error) {
+		o, err := entry(id)
+		if err != nil || o.Type() != gitstore.CommitObject {
+			return nil, fmt.Errorf("no commit %s", id)
+		}
+		return gitstore.ParseCommit(o.Data())
+	}
 	size := 0
 	add := func(id gitstore.ObjectID, _ gitstore.ObjectType, _ []byte) error {
 		if seen[id] {
 			return nil
 		}
 		seen[id] = true
-		o, err := db.ReadEntry(id)
+		o, err := entry(id)
 		if err != nil {
 			return err
 		}
@@ -88,15 +115,15 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 		if n == sentMaxEntries {
 			return nil
 		}
-		c, err := db.ReadCommit(id)
+		c, err := commit(id)
 		if err != nil || len(c.Parents) == 0 {
 			return nil // have is not an ancestor: the client fetches
 		}
-		p, err := db.ReadCommit(c.Parents[0])
+		p, err := commit(c.Parents[0])
 		if err != nil {
 			return nil
 		}
-		if add(id, gitstore.CommitObject, nil) != nil || gitstore.AddedObjects(db.Read, p.Tree, c.Tree, add) != nil {
+		if add(id, gitstore.CommitObject, nil) != nil || gitstore.AddedObjects(readObject, p.Tree, c.Tree, add) != nil {
 			return nil
 		}
 		id = c.Parents[0]
