@@ -265,7 +265,6 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		}
 		db.AddPack(pack)
 	}
-	defer keep() // after the tracking ref reaches the pack, or once it is removed
 	var last *Applied
 	_, err = l.checkRemoteTip(remote, tip, false, func(a *Applied) error { last = a; return nil })
 	if err == nil && last != nil {
@@ -274,6 +273,7 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 	if err == nil && last != nil {
 		err = l.writeRemoteRecord(remote, tip)
 	}
+	keep() // the tracking ref reaches the pack, or the pack goes
 	if err != nil || last == nil {
 		if pack != "" && !l.trackingReaches(remote, tip) {
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
