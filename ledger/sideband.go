@@ -88,13 +88,6 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 		}
 		return o.Type(), o.Data(), nil
 	}
-	commit := func(id gitstore.ObjectID) (*gitstore.Commit, error) {
-		o, err := entry(id)
-		if err != nil || o.Type() != gitstore.CommitObject {
-			return nil, fmt.Errorf("no commit %s", id)
-		}
-		return gitstore.ParseCommit(o.Data())
-	}
 	size := 0
 	add := func(id gitstore.ObjectID, _ gitstore.ObjectType, _ []byte) error {
 		if seen[id] {
@@ -115,11 +108,11 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 		if n == sentMaxEntries {
 			return nil
 		}
-		c, err := commit(id)
+		c, err := gitstore.ReadCommitWith(readObject, id)
 		if err != nil || len(c.Parents) == 0 {
 			return nil // have is not an ancestor: the client fetches
 		}
-		p, err := commit(c.Parents[0])
+		p, err := gitstore.ReadCommitWith(readObject, c.Parents[0])
 		if err != nil {
 			return nil
 		}
@@ -240,19 +233,12 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		}
 		return nil
 	}
-	commit := func(id gitstore.ObjectID) (*gitstore.Commit, error) {
-		t, data, err := read(id)
-		if err != nil || t != gitstore.CommitObject {
-			return nil, fmt.Errorf("no commit %s", id)
-		}
-		return gitstore.ParseCommit(data)
-	}
 	for id, n := tip, 0; id != have; n++ {
-		c, err := commit(id)
+		c, err := gitstore.ReadCommitWith(read, id)
 		if n == sentMaxEntries || err != nil || len(c.Parents) == 0 || (n == 0 && c.Parents[0] != old) {
 			return nil
 		}
-		p, err := commit(c.Parents[0])
+		p, err := gitstore.ReadCommitWith(read, c.Parents[0])
 		if err != nil || gitstore.AddedObjects(read, p.Tree, c.Tree, need) != nil {
 			return nil
 		}
