@@ -68,8 +68,9 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 	}
 	var objs []*gitstore.Object
 	seen := map[gitstore.ObjectID]bool{}
-	// read reads through ReadEntry and keeps what it read, so that a tree
-	// or commit the walk reads and then sends is read (inflated) once.
+	// entry reads through ReadEntry and keeps what it read (in read), so
+	// that a commit or tree the walk reads and then sends, or reads as one
+	// entry's and then as its parent's, is inflated once.
 	read := map[gitstore.ObjectID]*gitstore.Object{}
 	entry := func(id gitstore.ObjectID) (*gitstore.Object, error) {
 		if o, ok := read[id]; ok {
