@@ -29,7 +29,9 @@ const OpClaimNext = "claim-next"
 // new commit; Holder and Base are what the claim records about the
 // requesting process and its code base. Have (optional) is the client's
 // verified tip of the server's ledger: the server sends the entries after
-// it with its answer (ledger.SendRange), sparing the client a fetch.
+// it with its answer (ledger.SendRange), sparing the client a fetch; Sent
+// (optional, with Have) is the newest form of that range the client reads
+// (absent: 1).
 type Intent struct {
 	V      int          `json:"v"`
 	Op     string       `json:"op"`
@@ -39,6 +41,7 @@ type Intent struct {
 	Holder IntentHolder `json:"holder"`
 	Base   string       `json:"base,omitempty"`
 	Have   string       `json:"have,omitempty"`
+	Sent   int          `json:"sent,omitempty"`
 	Nonce  string       `json:"nonce"`
 }
 
@@ -66,10 +69,13 @@ func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) 
 	rand.Read(nonce)
 	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, Wave: o.NextWave, TTL: o.TTL, Base: base, Nonce: hex.EncodeToString(nonce),
 		Holder: IntentHolder{Host: self.Host, PID: self.PID, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart}}
-	intent := func(have gitstore.ObjectID) ([]byte, error) {
-		in.Have = ""
+	intent := func(have gitstore.ObjectID, sent int) ([]byte, error) {
+		in.Have, in.Sent = "", 0
 		if !have.IsZero() {
 			in.Have = have.String()
+			if sent > 1 {
+				in.Sent = sent
+			}
 		}
 		return chain.MarshalCanonical(in)
 	}
@@ -110,8 +116,9 @@ type Guard func(s *ledger.Snapshot, actor string, kind chain.Kind) error
 // this (the server's) ledger as the intent's actor, built by the same build
 // and appended by the same path as a local one, with guard checked on the
 // very snapshot the entry is built on. Then it writes to sent the range
-// after the intent's have up to the new entry (ledger.SendRange; nothing
-// for a have this ledger does not lead from).
+// after the intent's have up to the new entry, in the form the intent
+// reads (ledger.SendRange; nothing for a have this ledger does not lead
+// from).
 func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer) (*ledger.Appended, error) {
 	canon, err := chain.Canonicalize(raw)
 	if err != nil || !bytes.Equal(canon, raw) {
@@ -132,6 +139,13 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer
 			return nil, errs.New(errs.Usage, "the request's have %q is not 40 lowercase hex digits", in.Have)
 		}
 	}
+	form := 1
+	switch {
+	case in.Sent != 0 && (in.Have == "" || in.Sent < 2):
+		return nil, errs.New(errs.Usage, "the request's sent %d is not a range form above 1 beside a have", in.Sent)
+	case in.Sent != 0:
+		form = in.Sent // SendRange sends the newest it knows up to it
+	}
 	o := ClaimOptions{Next: true, NextWave: in.Wave, TTL: in.TTL}
 	if o.TTL == 0 {
 		o.TTL = lease.TTLDefault
@@ -149,6 +163,6 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer
 	}
 	// The entry has landed: a range that cannot be sent only costs the
 	// client its fetch.
-	c.L.SendRange(sent, have, out[0].Commit)
+	c.L.SendRange(sent, have, out[0].Commit, form)
 	return out[0], nil
 }

@@ -2,19 +2,21 @@
 # CPU per sequenced claim, by process name (docs/PERFORMANCE.md, "Sequenced
 # claim without a fetch").
 #
-#   bench/seqclaim-cpu.sh TALLY_BIN [CLAIMS]
+#   bench/seqclaim-cpu.sh TALLY_BIN [CLAIMS [AGENTS]]
 #
 # Sets up a bare repository with TALLY_BIN's server hooks (the server's copy
 # named srv-<name>, so server and client tally are told apart), a loopback
-# git daemon, a 500-cell plan and one clone with tally.sequencer=true, and
-# runs the setup plus 0 and then CLAIMS (default 30) sequenced
-# `claim --next` one after another, each whole run under
-# `perf record -e task-clock`. The difference of the two runs, divided by
-# CLAIMS, is printed per process name (ms of CPU per claim), then the total.
-# Needs perf, git, python3.
+# git daemon, a 500-cell plan and AGENTS (default 1) clones with
+# tally.sequencer=true, and runs the setup plus 0 and then CLAIMS (default
+# 30) sequenced `claim --next` per agent, one after another in each clone
+# and the clones at once (unsynchronized, as RemoteContention), each whole
+# run under `perf record -e task-clock` (which follows the children:
+# the daemon's and the hooks'). The difference of the two runs,
+# divided by CLAIMS*AGENTS, is printed per process name (ms of CPU per
+# claim), then the total. Needs perf, git, python3.
 set -e
 if [ "$1" = --scenario ]; then
-	bin=$2 n=$3 sbin=$4
+	bin=$2 n=$3 sbin=$4 agents=$5
 	w=$(mktemp -d)
 	export HOME=$w/home GIT_CONFIG_NOSYSTEM=1
 	mkdir -p "$HOME" "$w/srv"
@@ -34,24 +36,36 @@ if [ "$1" = --scenario ]; then
 	python3 -c 'import json; print(json.dumps({"wave":"w","cells":[{"id":"c%03d"%i} for i in range(500)]}))' >"$w/plan.json"
 	TALLY_ACTOR=planner "$bin" --remote origin init >/dev/null
 	TALLY_ACTOR=planner "$bin" --remote origin plan "$w/plan.json" >/dev/null
-	git clone -q "git://127.0.0.1:$port/shared.git" "$w/agent"
-	cd "$w/agent"
-	git config tally.sequencer true
-	TALLY_ACTOR=agent "$bin" --remote origin claim --next --ttl 3600 >/dev/null # the first one fetches
-	i=0
-	while [ "$i" -lt "$n" ]; do
-		TALLY_ACTOR=agent "$bin" --remote origin claim --next --ttl 3600 >/dev/null
-		i=$((i + 1))
+	a=0
+	while [ "$a" -lt "$agents" ]; do
+		git clone -q "git://127.0.0.1:$port/shared.git" "$w/agent$a"
+		git -C "$w/agent$a" config tally.sequencer true
+		(cd "$w/agent$a" && TALLY_ACTOR=agent$a "$bin" --remote origin claim --next --ttl 3600 >/dev/null) # the first one fetches
+		a=$((a + 1))
 	done
+	a=0
+	while [ "$a" -lt "$agents" ]; do
+		(
+			cd "$w/agent$a"
+			i=0
+			while [ "$i" -lt "$n" ]; do
+				TALLY_ACTOR=agent$a "$bin" --remote origin claim --next --ttl 3600 >/dev/null
+				i=$((i + 1))
+			done
+		) &
+		pids="$pids $!"
+		a=$((a + 1))
+	done
+	wait $pids # not the daemon
 	exit 0
 fi
-bin=$(realpath "$1") n=${2:-30}
+bin=$(realpath "$1") n=${2:-30} agents=${3:-1}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 sbin=$d/srv-$(basename "$bin")
 cp "$bin" "$sbin"
 for k in 0 "$n"; do
-	perf record -q -e task-clock -o "$d/rec-$k" "$0" --scenario "$bin" "$k" "$sbin" >/dev/null 2>&1
+	perf record -q -e task-clock -o "$d/rec-$k" "$0" --scenario "$bin" "$k" "$sbin" "$agents" >/dev/null 2>&1
 	perf report -i "$d/rec-$k" --sort comm --stdio -F period,comm 2>/dev/null | awk '!/^#/ && NF == 2 {print $2, $1 / 1e6}' >"$d/ms-$k"
 done
-awk -v n="$n" 'NR == FNR {a[$1] = $2; next} {d = ($2 - a[$1]) / n; t += d; if (d >= 0.3) printf "%-16s %6.1f ms\n", $1, d} END {printf "%-16s %6.1f ms\n", "total", t}' "$d/ms-0" "$d/ms-$n"
+awk -v n="$((n * agents))" 'NR == FNR {a[$1] = $2; next} {d = ($2 - a[$1]) / n; t += d; if (d >= 0.3) printf "%-16s %6.1f ms\n", $1, d} END {printf "%-16s %6.1f ms\n", "total", t}' "$d/ms-0" "$d/ms-$n"

@@ -178,6 +178,13 @@ func (c *Cursor) ReadCommit(id ObjectID) (*Commit, error) {
 	return parseCommitObject(id, typ, data, err)
 }
 
+// ReadCommitWith reads and parses commit id through read, a reader that
+// serves some objects from elsewhere before the store (a sent range's).
+func ReadCommitWith(read func(ObjectID) (ObjectType, []byte, error), id ObjectID) (*Commit, error) {
+	typ, data, err := read(id)
+	return parseCommitObject(id, typ, data, err)
+}
+
 // parseCommitObject parses what reading object id gave, which must be a commit.
 func parseCommitObject(id ObjectID, typ ObjectType, data []byte, err error) (*Commit, error) {
 	if err != nil {

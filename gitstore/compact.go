@@ -3,7 +3,6 @@ package gitstore
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -206,11 +205,9 @@ func compact(db *ObjectDB, objectDir string, progress func(done, total int), max
 // mergePack adds the objects of the pack at path (without ".idx" or
 // ".pack") to pw, in index order. An object stored whole is copied as
 // stored (addStored): its entry, from its offset to the next entry's or to
-// the pack's trailer, must match the CRC32 the index records for it, as git
-// checks an entry it reuses. Copying neither inflates nor compresses, which
-// was nearly all of a merge's CPU, and a damaged entry is refused, not
-// inflated and compressed into a new entry whose CRC32 would hide the damage
-// from CheckStored. A delta is read through db and stored whole, as
+// the pack's trailer, must match the CRC32 the index records for it
+// (checkedEntry). Copying neither inflates nor compresses, which was nearly
+// all of a merge's CPU. A delta is read through db and stored whole, as
 // PackWriter stores everything, once it hashes to its id.
 func mergePack(db *ObjectDB, pw *PackWriter, path string) error {
 	b, err := os.ReadFile(path + ".idx")
@@ -255,10 +252,11 @@ func mergePack(db *ObjectDB, pw *PackWriter, path string) error {
 		if k, _ := slices.BinarySearch(ends, off); k+1 < len(ends) {
 			end = ends[k+1]
 		}
-		if end <= off || crc32.ChecksumIEEE(data[off:end]) != x.crc(i) {
-			return fmt.Errorf("pack at %d: the entry does not match the CRC32 its index records", off)
+		entry, err := checkedEntry(data, off, end, x.crc(i))
+		if err != nil {
+			return err
 		}
-		pw.addStored(id, data[off:end])
+		pw.addStored(id, entry)
 	}
 	return nil
 }

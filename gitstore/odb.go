@@ -701,7 +701,13 @@ func odbInflateRest(zr io.Reader, size uint64, compressed int) ([]byte, error) {
 var packZlibPool sync.Pool
 
 func packZlibReader(src []byte) (io.ReadCloser, error) {
-	r := bytes.NewReader(src)
+	return packZlibReaderOn(bytes.NewReader(src))
+}
+
+// packZlibReaderOn is packZlibReader reading r, which, being an
+// io.ByteReader, zlib reads exactly up to the stream's end and checksum:
+// what r has left after the stream is what follows it.
+func packZlibReaderOn(r *bytes.Reader) (io.ReadCloser, error) {
 	if zr, ok := packZlibPool.Get().(io.ReadCloser); ok {
 		if err := zr.(zlib.Resetter).Reset(r, nil); err != nil {
 			packZlibPool.Put(zr)
@@ -842,6 +848,15 @@ func (x packIndex) packSum() []byte { return x.data[len(x.data)-40 : len(x.data)
 // misses. After a few probes it finishes as a binary search, so that no
 // arrangement of names makes it slower than one.
 func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
+	i, ok := x.position(id)
+	if !ok {
+		return 0, false, nil
+	}
+	return x.offset(i)
+}
+
+// position returns id's position among the index's names.
+func (x packIndex) position(id ObjectID) (int, bool) {
 	lo := 0
 	if id[0] > 0 {
 		lo = int(binary.BigEndian.Uint32(x.data[8+4*(int(id[0])-1):]))
@@ -869,7 +884,7 @@ func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 		case c > 0:
 			hi, hiKey = mid, k
 		default:
-			return x.offset(mid)
+			return mid, true
 		}
 	}
 	for lo < hi {
@@ -880,10 +895,10 @@ func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 		case c > 0:
 			hi = mid
 		default:
-			return x.offset(mid)
+			return mid, true
 		}
 	}
-	return 0, false, nil
+	return 0, false
 }
 
 // crc returns the CRC32 the index records for the i'th name's pack entry.
@@ -920,17 +935,13 @@ func (m *packMaps) entry(off uint64) (packEntry, error) {
 		return packEntry{}, errors.New("entry offset out of range")
 	}
 	b := m.data[off:end]
-	c := b[0]
-	e := packEntry{kind: int8(c >> 4 & 7), size: uint64(c & 15)}
-	i := 1
-	for shift := 4; c&0x80 != 0; shift += 7 {
-		if i == len(b) || shift > 57 {
-			return e, errors.New("corrupt entry header")
-		}
-		c = b[i]
-		i++
-		e.size |= uint64(c&0x7f) << shift
+	var e packEntry
+	var i int
+	var err error
+	if e.kind, e.size, i, err = packEntryHeader(b); err != nil {
+		return e, err
 	}
+	var c byte
 	switch e.kind {
 	case packOfsDelta:
 		// big-endian base-128, each continuation adding one so encodings are unique
@@ -962,6 +973,27 @@ func (m *packMaps) entry(off uint64) (packEntry, error) {
 	}
 	e.start = int(off) + i
 	return e, nil
+}
+
+// packEntryHeader decodes the type and size header that starts the pack
+// entry b: the type in bits 4-6 of the first byte, the size as
+// little-endian base-128 starting with its 4 low bits, the high bit set on
+// all bytes but the last. n is the header's length.
+func packEntryHeader(b []byte) (kind int8, size uint64, n int, err error) {
+	if len(b) == 0 {
+		return 0, 0, 0, errors.New("empty entry")
+	}
+	c := b[0]
+	kind, size, n = int8(c>>4&7), uint64(c&15), 1
+	for shift := 4; c&0x80 != 0; shift += 7 {
+		if n == len(b) || shift > 57 {
+			return kind, size, n, errors.New("corrupt entry header")
+		}
+		c = b[n]
+		n++
+		size |= uint64(c&0x7f) << shift
+	}
+	return kind, size, n, nil
 }
 
 // packRead returns the object at loc, resolving its delta chain. Each base met on

@@ -153,3 +153,46 @@ func BenchmarkPackWriterWrite(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/float64(b.N), "packbytes/op")
 }
+
+// BenchmarkReceiveObjects is a client's work on the objects of a sent
+// range (ledger.parseSent and takeSent, FORMAT.md §9b) before the pack is
+// written: 8 entries' worth of tally objects, each entry a tree of 500
+// cells (about 15 KiB, what a 500-cell plan's cells directory is) and 10
+// objects of 100-800 bytes, received as their contents (form 1: hashed,
+// then compressed into the pack) or as pack entries (form 2: inflated and
+// hashed, then copied).
+func BenchmarkReceiveObjects(b *testing.B) {
+	var objs []*Object
+	for n := range 8 {
+		var tree []byte
+		for c := range 500 {
+			tree = fmt.Appendf(tree, "100644 c%03d\x00", c)
+			id := HashObject(BlobObject, fmt.Appendf(nil, "cell %d of entry %d", c, n))
+			tree = append(tree, id[:]...)
+		}
+		objs = append(objs, NewObject(TreeObject, tree))
+		for i := range 10 {
+			objs = append(objs, NewObject(BlobObject, odbBenchBlob(n*10+i, 100+(n*10+i)*97%700)))
+		}
+	}
+	b.Run("form=1", func(b *testing.B) {
+		for b.Loop() {
+			w := NewPackWriter()
+			for _, o := range objs {
+				w.AddObject(NewObject(o.Type(), o.Data()))
+			}
+		}
+	})
+	b.Run("form=2", func(b *testing.B) {
+		for b.Loop() {
+			w := NewPackWriter()
+			for _, o := range objs {
+				d, err := DecodeEntry(o.Entry(), 1<<20)
+				if err != nil {
+					b.Fatal(err)
+				}
+				w.AddObject(d)
+			}
+		}
+	})
+}

@@ -96,8 +96,12 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 		return
 	}
 	w.seen[id] = true
-	// header: type in bits 4-6 of the first byte, size as little-endian base-128
-	// starting with 4 bits, high bits set on all but the last byte
+	w.push(id, encodeEntry(t, data))
+}
+
+// encodeEntry is the pack entry of an object stored whole: its type and
+// size header (packEntryHeader), then its content as one zlib stream.
+func encodeEntry(t ObjectType, data []byte) []byte {
 	size := uint64(len(data))
 	hdr := []byte{byte(t)<<4 | byte(size&15)}
 	for size >>= 4; size > 0; size >>= 7 {
@@ -106,7 +110,20 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 	}
 	buf := bytes.NewBuffer(hdr)
 	zlibAppend(buf, data)
-	w.push(id, buf.Bytes())
+	return buf.Bytes()
+}
+
+// AddObject adds o, whose id its constructor computed (NewObject,
+// DecodeEntry) or its store gave (ObjectDB.ReadEntry), and returns the id.
+// An object that arrived as a pack entry is stored as that entry,
+// unchanged: neither hashed nor compressed again. Adding an object twice has
+// no effect.
+func (w *PackWriter) AddObject(o *Object) ObjectID {
+	if !w.seen[o.id] {
+		w.seen[o.id] = true
+		w.push(o.id, o.Entry())
+	}
+	return o.id
 }
 
 // addStored adds object id as another pack stores it: entry is that pack's

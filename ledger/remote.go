@@ -120,6 +120,16 @@ func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool
 // verifyRemoteTipEach is verifyRemoteTip that also hands each verified
 // entry, in order, to each (VerifyRangeEach).
 func (l *Ledger) verifyRemoteTipEach(remote string, tip gitstore.ObjectID, full bool, each func(*Applied) error) (*Report, error) {
+	rep, err := l.checkRemoteTip(remote, tip, full, each)
+	if err != nil || rep == nil {
+		return rep, err
+	}
+	return rep, l.writeRemoteRecord(remote, tip)
+}
+
+// checkRemoteTip is verifyRemoteTipEach without recording tip: the report,
+// nil when there was nothing new to check.
+func (l *Ledger) checkRemoteTip(remote string, tip gitstore.ObjectID, full bool, each func(*Applied) error) (*Report, error) {
 	known := l.readRemoteRecord(remote)
 	if tip.IsZero() && !known.IsZero() {
 		return nil, errs.New(errs.RollbackDetected, "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
@@ -141,7 +151,7 @@ func (l *Ledger) verifyRemoteTipEach(remote string, tip gitstore.ObjectID, full 
 	if full {
 		l.clearShallowStart()
 	}
-	return rep, l.writeRemoteRecord(remote, tip)
+	return rep, nil
 }
 
 // extends refuses a fetched tip that, by its own Merkle tiles, does not hold

@@ -77,9 +77,9 @@ func parseRequestRefusal(reason string) (*errs.Error, bool) {
 	}
 }
 
-// Request sends the intent intent(have) (canonical JSON; have is this
-// clone's verified tip of the remote ledger, zero if none, for the server to
-// send the entries since) as op to the remote's sequencer and returns the
+// Request sends the intent intent(have, sent) (canonical JSON; have is
+// this clone's verified tip of the remote ledger, zero if none, for the
+// server to send the entries since, in range form sent or older) as op to the remote's sequencer and returns the
 // entry the server appended for it, verified: taken from the range the
 // server sent (takeSent) or else fetched. mine recognizes this request's
 // entry: the reported one must be it, and when the answer was lost (the
@@ -87,13 +87,19 @@ func parseRequestRefusal(reason string) (*errs.Error, bool) {
 // those that landed since this clone's record of the remote: found, or
 // reported REMOTE-UNREACHABLE, never sent twice. A refusal by the server's
 // rules comes back with the rule's code.
-func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID) ([]byte, error), mine func(*Applied) bool) (*Appended, error) {
+func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID, sent int) ([]byte, error), mine func(*Applied) bool) (*Appended, error) {
 	known := l.readRemoteRecord(remote)
-	res, pushErr := l.pushRequest(remote, op, intent, known)
-	if !known.IsZero() && pushErr == nil && !res.OK && strings.Contains(res.Reason, haveUnknown) {
-		// A server from before the have field refused the request unread:
-		// nothing was applied, so the same request without it is a first.
-		res, pushErr = l.pushRequest(remote, op, intent, gitstore.ObjectID{})
+	res, pushErr := l.pushRequest(remote, op, intent, known, SentForm)
+	if !known.IsZero() && pushErr == nil && !res.OK {
+		// A server from before the have field, or before the sent one,
+		// refused the request unread: nothing was applied, so the same
+		// request without the field it does not know is a first.
+		switch {
+		case strings.Contains(res.Reason, haveUnknown):
+			res, pushErr = l.pushRequest(remote, op, intent, gitstore.ObjectID{}, 1)
+		case strings.Contains(res.Reason, sentUnknown):
+			res, pushErr = l.pushRequest(remote, op, intent, known, 1)
+		}
 	}
 	switch {
 	case pushErr != nil && !errors.Is(pushErr, gitstore.ErrRemoteUnreachable):
@@ -171,10 +177,14 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID) 
 // request that has it (its intent decoder refuses unknown members).
 const haveUnknown = `unknown field "have"`
 
-// pushRequest pushes the request intent(have) as op, as a commit with the
-// empty tree and the intent as its message.
-func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.ObjectID) ([]byte, error), have gitstore.ObjectID) (*gitstore.RequestResult, error) {
-	raw, err := intent(have)
+// sentUnknown is what a server from before the sent field (which sends
+// range form 1 only) answers a request that has it.
+const sentUnknown = `unknown field "sent"`
+
+// pushRequest pushes the request intent(have, sent) as op, as a commit with
+// the empty tree and the intent as its message.
+func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.ObjectID, sent int) ([]byte, error), have gitstore.ObjectID, sent int) (*gitstore.RequestResult, error) {
+	raw, err := intent(have, sent)
 	if err != nil {
 		return nil, err
 	}

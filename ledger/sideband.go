@@ -32,27 +32,33 @@ const (
 )
 
 // The lines of a sent range: a header, one line per object, an end line.
+// The header's version says the objects' form: 1, each object's content;
+// 2, each object's pack entry as the server stores it, which the client
+// inflates to name it and copies into its pack unchanged.
 const (
-	sentHeader = "tally-range"     // tally-range 1 <have> <tip> <objects>
-	sentObject = "tally-object"    // tally-object <type number> <base64 content>
+	sentHeader = "tally-range"     // tally-range <form> <have> <tip> <objects>
+	sentObject = "tally-object"    // form 1: tally-object <type number> <base64 content>
+	sentEntry  = "tally-entry"     // form 2: tally-entry <base64 pack entry>
 	sentEnd    = "tally-range-end" // tally-range-end <tip>
 )
 
-// sentObj is one object of a sent range.
-type sentObj struct {
-	typ  gitstore.ObjectType
-	data []byte
-}
+// SentForm is the newest form of sent range this version sends and reads;
+// a request names the newest it reads (Intent's sent), and the server
+// sends the newest it knows not above that one.
+const SentForm = 2
 
 // errSentTooBig stops collecting a range beyond sentMaxBytes.
 var errSentTooBig = errors.New("sent range too big")
 
 // SendRange writes to w the lines of the objects of the ledger's entries
-// after have up to tip: each entry's commit and the trees and blobs its tree
-// has that its parent's has not at the same path. It writes nothing when
-// have is zero, not reached from tip within sentMaxEntries first parents,
-// or the objects exceed sentMaxBytes: the client then fetches.
-func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID) error {
+// after have up to tip, in form (1 or 2, SentForm): each entry's commit
+// and the trees and blobs its tree has that its parent's has not at the
+// same path. In form 2 an object stored whole in a pack is sent as its
+// entry there (ObjectDB.ReadEntry: checked against the index's CRC32),
+// any other compressed anew. It writes nothing when have is zero, not
+// reached from tip within sentMaxEntries first parents, or the objects'
+// contents exceed sentMaxBytes: the client then fetches.
+func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) error {
 	if have.IsZero() {
 		return nil
 	}
@@ -60,71 +66,99 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID) error {
 	if err != nil {
 		return err
 	}
-	var objs []sentObj
+	var objs []*gitstore.Object
 	seen := map[gitstore.ObjectID]bool{}
+	// entry reads through ReadEntry and keeps what it read (in read), so
+	// that a commit or tree the walk reads and then sends, or reads as one
+	// entry's and then as its parent's, is inflated once.
+	read := map[gitstore.ObjectID]*gitstore.Object{}
+	entry := func(id gitstore.ObjectID) (*gitstore.Object, error) {
+		if o, ok := read[id]; ok {
+			return o, nil
+		}
+		o, err := db.ReadEntry(id)
+		if err == nil {
+			read[id] = o
+		}
+		return o, err
+	}
+	readObject := func(id gitstore.ObjectID) (gitstore.ObjectType, []byte, error) {
+		o, err := entry(id)
+		if err != nil {
+			return 0, nil, err
+		}
+		return o.Type(), o.Data(), nil
+	}
 	size := 0
-	add := func(id gitstore.ObjectID, t gitstore.ObjectType, data []byte) error {
+	add := func(id gitstore.ObjectID, _ gitstore.ObjectType, _ []byte) error {
 		if seen[id] {
 			return nil
 		}
 		seen[id] = true
-		if data == nil {
-			var err error
-			if t, data, err = db.Read(id); err != nil {
-				return err
-			}
+		o, err := entry(id)
+		if err != nil {
+			return err
 		}
-		if size += len(data); size > sentMaxBytes {
+		if size += len(o.Data()); size > sentMaxBytes {
 			return errSentTooBig
 		}
-		objs = append(objs, sentObj{t, data})
+		objs = append(objs, o)
 		return nil
 	}
 	for id, n := tip, 0; id != have; n++ {
 		if n == sentMaxEntries {
 			return nil
 		}
-		c, err := db.ReadCommit(id)
+		c, err := gitstore.ReadCommitWith(readObject, id)
 		if err != nil || len(c.Parents) == 0 {
 			return nil // have is not an ancestor: the client fetches
 		}
-		p, err := db.ReadCommit(c.Parents[0])
+		p, err := gitstore.ReadCommitWith(readObject, c.Parents[0])
 		if err != nil {
 			return nil
 		}
-		if add(id, gitstore.CommitObject, c.Raw()) != nil || gitstore.AddedObjects(db.Read, p.Tree, c.Tree, add) != nil {
+		if add(id, gitstore.CommitObject, nil) != nil || gitstore.AddedObjects(readObject, p.Tree, c.Tree, add) != nil {
 			return nil
 		}
 		id = c.Parents[0]
 	}
+	form = min(form, SentForm)
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s 1 %s %s %d\n", sentHeader, have, tip, len(objs))
+	fmt.Fprintf(bw, "%s %d %s %s %d\n", sentHeader, form, have, tip, len(objs))
 	for _, o := range objs {
-		fmt.Fprintf(bw, "%s %d %s\n", sentObject, o.typ, base64.StdEncoding.EncodeToString(o.data))
+		if form == 1 {
+			fmt.Fprintf(bw, "%s %d %s\n", sentObject, o.Type(), base64.StdEncoding.EncodeToString(o.Data()))
+		} else {
+			fmt.Fprintf(bw, "%s %s\n", sentEntry, base64.StdEncoding.EncodeToString(o.Entry()))
+		}
 	}
 	fmt.Fprintf(bw, "%s %s\n", sentEnd, tip)
 	return bw.Flush()
 }
 
-// parseSent reads a sent range for have..tip from the server's lines, the
-// objects keyed by the hash of what arrived (so a forged object is only an
-// object nobody asked for). It returns nil without a header naming exactly
-// have and tip, an end line naming tip, and as many distinct objects between
-// them as the header announced. Other lines (other hooks') are skipped.
-func parseSent(lines []string, have, tip gitstore.ObjectID) map[gitstore.ObjectID]sentObj {
-	var objs map[gitstore.ObjectID]sentObj
-	want, size := 0, 0
+// parseSent reads a sent range for have..tip from the server's lines, in
+// either form, the objects keyed by the hash of what arrived (so a forged
+// object is only an object nobody asked for): a form 2 entry must decode
+// as a whole object (gitstore.DecodeEntry: not a delta, its zlib stream
+// intact and ending with the entry). It returns nil without a header naming
+// exactly have and tip, an end line naming tip, and as many distinct
+// objects between them as the header announced, all of the header's form
+// and within sentMaxBytes of content in total. Other lines (other hooks')
+// are skipped.
+func parseSent(lines []string, have, tip gitstore.ObjectID) map[gitstore.ObjectID]*gitstore.Object {
+	var objs map[gitstore.ObjectID]*gitstore.Object
+	form, want, size := "", 0, 0
 	for _, line := range lines {
 		f := strings.Split(line, " ")
 		switch {
-		case len(f) == 5 && f[0] == sentHeader && f[1] == "1" && f[2] == have.String() && f[3] == tip.String():
+		case len(f) == 5 && f[0] == sentHeader && (f[1] == "1" || f[1] == "2") && f[2] == have.String() && f[3] == tip.String():
 			n, err := strconv.Atoi(f[4])
 			if err != nil || n < 0 {
 				return nil
 			}
-			objs, want, size = map[gitstore.ObjectID]sentObj{}, n, 0
+			objs, form, want, size = map[gitstore.ObjectID]*gitstore.Object{}, f[1], n, 0
 		case objs == nil:
-		case len(f) == 3 && f[0] == sentObject:
+		case len(f) == 3 && f[0] == sentObject && form == "1":
 			t, err := strconv.Atoi(f[1])
 			data, err2 := base64.StdEncoding.DecodeString(f[2])
 			if err != nil || err2 != nil || t < int(gitstore.CommitObject) || t > int(gitstore.BlobObject) {
@@ -133,13 +167,26 @@ func parseSent(lines []string, have, tip gitstore.ObjectID) map[gitstore.ObjectI
 			if size += len(data); size > sentMaxBytes {
 				return nil
 			}
-			typ := gitstore.ObjectType(t)
-			objs[gitstore.HashObject(typ, data)] = sentObj{typ, data}
+			o := gitstore.NewObject(gitstore.ObjectType(t), data)
+			objs[o.ID()] = o
+		case len(f) == 2 && f[0] == sentEntry && form == "2":
+			entry, err := base64.StdEncoding.DecodeString(f[1])
+			if err != nil {
+				return nil
+			}
+			o, err := gitstore.DecodeEntry(entry, uint64(sentMaxBytes-size))
+			if err != nil || o.Type() > gitstore.BlobObject {
+				return nil
+			}
+			size += len(o.Data())
+			objs[o.ID()] = o
 		case len(f) == 2 && f[0] == sentEnd && f[1] == tip.String():
 			if len(objs) != want {
 				return nil
 			}
 			return objs
+		case f[0] == sentObject || f[0] == sentEntry:
+			return nil // an object line of the other form
 		}
 	}
 	return nil
@@ -148,11 +195,13 @@ func parseSent(lines []string, have, tip gitstore.ObjectID) map[gitstore.ObjectI
 // takeSent takes the range have..tip the server sent in lines, where the
 // server reported tip as the entry it appended on old: it writes the range's
 // objects as one pack (kept until the tracking ref reaches it), verifies the
-// entries from this clone's record exactly as after a fetch, records tip as
-// the remote's verified tip and moves the tracking ref to it, as a fetch
-// would. It returns the entry at tip, or nil — having written nothing that
-// stays — when the range is not there, incomplete, not from the record, not
-// built on old, or does not verify: the caller then fetches.
+// entries from this clone's record exactly as after a fetch, moves the
+// tracking ref to tip and then records tip as the remote's verified tip, in
+// the order of a fetch (whose ref moves before its verify is recorded), so
+// that the record never names a tip no ref reaches. It returns the entry at
+// tip, or nil — having written nothing that stays — when the range is not
+// there, incomplete, not from the record, not built on old, does not
+// verify, or the tracking ref cannot be moved: the caller then fetches.
 func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines []string) *Appended {
 	objs := parseSent(lines, have, tip)
 	if objs == nil {
@@ -167,8 +216,8 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 	// from the range goes into the pack.
 	read := func(id gitstore.ObjectID) (gitstore.ObjectType, []byte, error) {
 		if o, ok := objs[id]; ok {
-			pw.Add(o.typ, o.data)
-			return o.typ, o.data, nil
+			pw.AddObject(o)
+			return o.Type(), o.Data(), nil
 		}
 		return db.Read(id)
 	}
@@ -177,7 +226,7 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 			return nil
 		}
 		if o, ok := objs[id]; ok {
-			pw.Add(o.typ, o.data)
+			pw.AddObject(o)
 			return nil
 		}
 		if !db.Has(id) {
@@ -185,19 +234,12 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		}
 		return nil
 	}
-	commit := func(id gitstore.ObjectID) (*gitstore.Commit, error) {
-		t, data, err := read(id)
-		if err != nil || t != gitstore.CommitObject {
-			return nil, fmt.Errorf("no commit %s", id)
-		}
-		return gitstore.ParseCommit(data)
-	}
 	for id, n := tip, 0; id != have; n++ {
-		c, err := commit(id)
+		c, err := gitstore.ReadCommitWith(read, id)
 		if n == sentMaxEntries || err != nil || len(c.Parents) == 0 || (n == 0 && c.Parents[0] != old) {
 			return nil
 		}
-		p, err := commit(c.Parents[0])
+		p, err := gitstore.ReadCommitWith(read, c.Parents[0])
 		if err != nil || gitstore.AddedObjects(read, p.Tree, c.Tree, need) != nil {
 			return nil
 		}
@@ -211,27 +253,38 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		db.AddPack(pack)
 	}
 	var last *Applied
-	if _, err := l.verifyRemoteTipEach(remote, tip, false, func(a *Applied) error { last = a; return nil }); err != nil || last == nil {
-		keep()
-		if pack != "" {
+	_, err = l.checkRemoteTip(remote, tip, false, func(a *Applied) error { last = a; return nil })
+	if err == nil && last != nil {
+		err = l.moveTracking(remote, tip)
+	}
+	if err == nil && last != nil {
+		err = l.writeRemoteRecord(remote, tip)
+	}
+	keep() // the tracking ref reaches the pack, or the pack goes
+	if err != nil || last == nil {
+		if pack != "" && !l.trackingReaches(remote, tip) {
 			gitstore.RemovePack(l.Repo.ObjectDir, pack)
 		}
 		return nil
 	}
-	l.moveTracking(remote, tip)
-	keep()
 	return &Appended{Applied: *last, Commit: tip}
 }
 
 // moveTracking moves the remote's tracking ref to tip, as a fetch that
 // found tip there would (whatever it held: fetches force it).
-func (l *Ledger) moveTracking(remote string, tip gitstore.ObjectID) {
+func (l *Ledger) moveTracking(remote string, tip gitstore.ObjectID) error {
 	wl, err := l.lockWriter()
 	if err != nil {
-		return
+		return err
 	}
 	defer wl.Release()
 	ref := l.trackingRef(remote)
 	cur, _ := l.Repo.ReadRef(ref)
-	l.Repo.UpdateRef(wl, ref, cur, tip)
+	return l.Repo.UpdateRef(wl, ref, cur, tip)
+}
+
+// trackingReaches reports whether the remote's tracking ref is at tip.
+func (l *Ledger) trackingReaches(remote string, tip gitstore.ObjectID) bool {
+	cur, err := l.Repo.ReadRef(l.trackingRef(remote))
+	return err == nil && cur == tip
 }

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"compress/zlib"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -401,16 +406,20 @@ func TestSequencedPushers(t *testing.T) {
 // tamperingSequencer replaces the bare repository's proc-receive shim with a
 // wrapper that runs it and, while the file mode in the repository names a
 // tampering, changes what it says before the pusher hears it: the sent
-// range on its stderr (the "remote: " lines) and, for "tip", the new-oid of
-// its answer. The modes: "mute" says nothing (a server from before sent
-// ranges); "forge" changes a byte of a blob; "drop" leaves a blob out and
-// announces one object less; "truncate" leaves out the end line; "extra"
-// adds the object of the file extra, announced; "tip" reports, and sends,
-// a commit on top of the real entry with its parent's tree (an entry that
-// does not verify) as the entry. Any other content lets it speak.
-func tamperingSequencer(t *testing.T, bare, extra string) (mode string) {
+// range on its stderr (the "remote: " lines, whose objects are pack entries,
+// form 2) and, for "tip", the new-oid of its answer. The modes: "mute" says
+// nothing (a server from before sent ranges); on the range's last entry,
+// "flip" changes a byte inside its zlib stream, "cut" cuts its stream's last
+// three bytes, "other" replaces it with the well-formed entry in the file
+// other (an object nobody needs), "delta" replaces it with the ref-delta
+// entry in the file delta, "drop" leaves it out and announces one object
+// less; "truncate" leaves out the end line; "extra" adds the entry in the
+// file other, announced; "tip" reports, and sends, a commit on top of the
+// real entry with its parent's tree (an entry that does not verify) as the
+// entry. Any other content lets it speak.
+func tamperingSequencer(t *testing.T, bare, other, delta string) (mode string) {
 	t.Helper()
-	return modeSequencer(t, bare, "tamper-mode", "mute|forge|drop|truncate|extra|tip", func(real, mode string) string {
+	return modeSequencer(t, bare, "tamper-mode", "mute|flip|cut|other|delta|drop|truncate|extra|tip", func(real, mode string) string {
 		return `dir=$(mktemp -d) || exit 1
 mkfifo "$dir/pipe"
 exec 3<&0 # an asynchronous command's own stdin is /dev/null
@@ -427,20 +436,33 @@ objline=
 if [ "$m" = tip ] && [ -n "$new" ]; then
 	fake=$(git commit-tree "$new~1^{tree}" -p "$new" -m forged) || exit 1
 	echo "$fake" >'` + mode + `.forged'
-	objline="tally-object 1 $(git cat-file commit "$fake" | base64 -w0)"
+	# the forged commit's pack entry: a one-object pack without its
+	# 12-byte header and 20-byte trailer
+	objline="tally-entry $(echo "$fake" | git pack-objects -q --stdout | tail -c +13 | head -c -20 | base64 -w0)"
 	sed "s/$new/$fake/" "$dir/out"
 else
 	cat "$dir/out"
 fi
 if [ "$m" != mute ]; then
-	awk -v m="$m" -v new="$new" -v fake="$fake" -v objline="$objline" -v extra="$(base64 -w0 <'` + extra + `')" '
-	/^tally-range / && m == "drop" { $5 = $5 - 1 }
-	/^tally-range / && (m == "extra" || m == "tip") { $5 = $5 + 1; $4 = fake; print; print (m == "extra" ? "tally-object 3 " extra : objline); next }
-	/^tally-range-end / && m == "truncate" { next }
-	/^tally-range-end / { $2 = fake }
-	/^tally-object 3 / && m == "drop" && !done { done = 1; next }
-	/^tally-object 3 / && m == "forge" && !done { done = 1; c = substr($3, 1, 1); $3 = (c == "A" ? "B" : "A") substr($3, 2) }
-	{ print }' "$dir/err" >&2
+	awk -v m="$m" -v fake="$fake" -v objline="$objline" -v other="$(cat '` + other + `')" -v delta="$(cat '` + delta + `')" '
+	{ l[++n] = $0; if ($1 == "tally-entry") last = n }
+	END {
+		for (i = 1; i <= n; i++) {
+			$0 = l[i]
+			if ($1 == "tally-range" && m == "drop") $5 = $5 - 1
+			if ($1 == "tally-range" && (m == "extra" || m == "tip")) {
+				$5 = $5 + 1; $4 = fake; print; print (m == "extra" ? "tally-entry " other : objline); continue
+			}
+			if ($1 == "tally-range-end" && m == "truncate") continue
+			if ($1 == "tally-range-end") $2 = fake
+			if (i == last && m == "drop") continue
+			if (i == last && m == "flip") { c = substr($2, 12, 1); $2 = substr($2, 1, 11) (c == "A" ? "B" : "A") substr($2, 13) }
+			if (i == last && m == "cut") $2 = substr($2, 1, length($2) - 4)
+			if (i == last && m == "other") $2 = other
+			if (i == last && m == "delta") $2 = delta
+			print
+		}
+	}' "$dir/err" >&2
 fi
 rm -rf "$dir"
 exit $rc
@@ -448,27 +470,58 @@ exit $rc
 	})
 }
 
+// packEntry is the base64 of the pack entry of kind (a git object type
+// number or 7, a ref-delta) holding payload, with prefix (a ref-delta's
+// base id) between its type and size header and its zlib stream.
+func packEntry(t testing.TB, kind byte, prefix, payload []byte) string {
+	size := len(payload)
+	e := []byte{kind<<4 | byte(size&15)}
+	for size >>= 4; size > 0; size >>= 7 {
+		e[len(e)-1] |= 0x80
+		e = append(e, byte(size&0x7f))
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	if _, err := zw.Write(payload); err != nil || zw.Close() != nil {
+		t.Fatal("zlib")
+	}
+	return base64.StdEncoding.EncodeToString(append(append(e, prefix...), z.Bytes()...))
+}
+
 // TestSequencedSentRangeTampered: a server whose sequencer hook tampers
-// with the entries it sends beside its answer gets nothing past the client.
-// An object changed in flight, one left out, a range cut short, or no range
-// at all: the client takes nothing from it, fetches, and holds the cell the
-// server's ledger really granted it. An object added that nobody asked
-// for: the range is taken (no fetch) and the extra object is not stored. A
-// reported entry that does not verify (a commit on the real one with its
-// parent's state): not taken from the range, and, as the fetched ledger
-// does not hold it, refused (REMOTE-REJECTED); the forged commit is not in
-// the clone, whose record and tracking ref stay on the server's real tip.
+// with the pack entries it sends beside its answer gets nothing past the
+// client. An entry whose zlib stream is changed or cut, one replaced by a
+// well-formed entry of other content (it hashes to an id nobody needs) or
+// by a ref-delta (whose result a copy into the clone's pack could not
+// vouch for), one left out, a range cut short, or no range at all: the
+// client takes nothing from it, fetches, and holds the cell the server's
+// ledger really granted it. An entry added that nobody asked for: the
+// range is taken (no fetch) and the extra object is not stored. A reported
+// entry that does not verify (a commit on the real one with its parent's
+// state): not taken from the range, and, as the fetched ledger does not
+// hold it, refused (REMOTE-REJECTED); the forged commit is not in the
+// clone, whose record and tracking ref stay on the server's real tip.
 // Across it all no cell is granted twice, and an untampered request then
 // takes its range again.
 func TestSequencedSentRangeTampered(t *testing.T) {
 	t.Parallel()
-	c, seed, dir := sequencedAgent(t, "tamper", 12)
-	extra := filepath.Join(t.TempDir(), "extra")
-	if err := os.WriteFile(extra, []byte("an object nobody asked for\n"), 0o644); err != nil {
-		t.Fatal(err)
+	c, seed, dir := sequencedAgent(t, "tamper", 14)
+	content := []byte("an object nobody asked for\n")
+	emptyTree, _ := hex.DecodeString("4b825dc642cb6eb9a060e54bf8d69288fbee4904") // every clone has it
+	tmp := t.TempDir()
+	extra, other, delta := filepath.Join(tmp, "extra"), filepath.Join(tmp, "other"), filepath.Join(tmp, "delta")
+	for f, b := range map[string]string{
+		extra: string(content),
+		other: packEntry(t, 3, nil, content),
+		// a ref-delta on the empty tree: source size 0, target size, insert content
+		delta: packEntry(t, 7, emptyTree, append([]byte{0, byte(len(content)), byte(len(content))}, content...)),
+	} {
+		if err := os.WriteFile(f, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	extraID := testrepo.Git(t, dir, "hash-object", extra)
-	mode := tamperingSequencer(t, c.bare, extra)
+	mode := tamperingSequencer(t, c.bare, other, delta)
 	told := map[string]bool{}
 	claim := func(m string, wantFetch bool) testrepo.Result {
 		t.Helper()
@@ -493,9 +546,12 @@ func TestSequencedSentRangeTampered(t *testing.T) {
 	}
 	claim("none", true) // the first request names no have: it fetches
 	claim("none", false)
-	for _, m := range []string{"forge", "drop", "truncate", "mute"} {
+	for _, m := range []string{"flip", "cut", "other", "delta", "drop", "truncate", "mute"} {
 		if p := claim(m, true); p.Code != 0 {
 			t.Fatalf("%s: %s, want the cell (after a fetch)", m, p)
+		}
+		if _, err := netGit(dir, nil, "cat-file", "-e", extraID); err == nil {
+			t.Fatalf("%s: the object the server put in the range (%s) was stored", m, extraID)
 		}
 	}
 	if p := claim("extra", false); p.Code != 0 {
@@ -533,6 +589,68 @@ func TestSequencedSentRangeTampered(t *testing.T) {
 	}
 	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
 	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+}
+
+// TestSequencedTrackingRefLocked: a sent range whose tracking ref cannot be
+// moved (a competing git holds its lock file) is not recorded as verified:
+// the clone's record of the remote never names a tip its tracking ref does
+// not, so no git gc --prune=now can drop the range's pack from under the
+// record. The claim falls back to the fetch (which the same lock stops);
+// once the lock is gone, and after a gc, the next claims take their ranges
+// and the clone verifies; no cell is granted twice.
+func TestSequencedTrackingRefLocked(t *testing.T) {
+	t.Parallel()
+	c, _, dir := sequencedAgent(t, "locked", 6)
+	tracking := filepath.Join(dir, ".git", "refs", "remotes", "origin", "tally", "ledger")
+	claim := func() testrepo.Result {
+		t.Helper()
+		p := c.run(dir, netAgent(0), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		if p.Err != nil {
+			t.Fatal(p.Err)
+		}
+		return p
+	}
+	consistent := func(when string) {
+		t.Helper()
+		var rec struct{ Commit string }
+		b, err := os.ReadFile(filepath.Join(dir, ".git", "tally", "remotes", "origin.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err != nil {
+			t.Fatalf("%s: the remote record: %v", when, err)
+		}
+		if got := testrepo.Git(t, dir, "rev-parse", "refs/remotes/origin/tally/ledger"); got != rec.Commit {
+			t.Fatalf("%s: the record names %s, the tracking ref is at %s", when, rec.Commit, got)
+		}
+	}
+	for i := 0; i < 2; i++ { // the first fetches, the second takes its range
+		if p := claim(); p.Code != 0 {
+			t.Fatalf("claim %d: %s", i, p)
+		}
+	}
+	consistent("after two claims")
+	if err := os.WriteFile(tracking+".lock", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	locked := claim()
+	consistent("after a claim with the tracking ref locked")
+	if err := os.Remove(tracking + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	testrepo.Git(t, dir, "gc", "-q", "--prune=now")
+	for i := 0; i < 2; i++ {
+		if p := claim(); p.Code != 0 {
+			t.Fatalf("claim %d after the lock (the locked one said %s): %s", i, locked, p)
+		}
+		consistent("after the lock")
+	}
+	for cell, who := range netClaims(t, c.bare) {
+		if len(who) > 1 {
+			t.Fatalf("%s claimed by %v in the server's ledger", cell, who)
+		}
+	}
+	c.ok(dir, netAgent(0), nil, "--remote", "origin", "verify", "--full")
 }
 
 // TestSequencedRequestSkipsPreReceive: a push of requests only, which the
@@ -593,12 +711,12 @@ func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 }
 
 // oldSequencer replaces the bare repository's proc-receive shim with one
-// that answers as a server from before the have field: it speaks the
-// protocol itself up to the commands, refuses a request whose intent has a
-// have member as that server's intent decoder does (USAGE, unknown field),
-// and hands any other to the real hook. It logs "have" or "plain" per
-// request to the returned file.
-func oldSequencer(t *testing.T, bare string) (log string) {
+// that answers as a server from before the intent's member field (have, or
+// sent): it speaks the protocol itself up to the commands, refuses a
+// request whose intent has that member as that server's intent decoder
+// does (USAGE, unknown field), and hands any other to the real hook. It
+// logs "refused" or "served" per request to the returned file.
+func oldSequencer(t *testing.T, bare, field string) (log string) {
 	t.Helper()
 	log = filepath.Join(bare, "old-sequencer.log")
 	wrapSequencer(t, bare, func(real string) string {
@@ -620,13 +738,13 @@ block() {
 block
 printf '000eversion=1'; printf '\0'; printf '0000' # printf would read \0000 as one octal escape
 block
-if git cat-file commit "$new" | grep -q '"have":'; then
-	echo have >>'` + log + `'
-	text='ng '$ref' tally USAGE: the request is not an intent: json: unknown field "have"'
+if git cat-file commit "$new" | grep -q '"` + field + `":'; then
+	echo refused >>'` + log + `'
+	text='ng '$ref' tally USAGE: the request is not an intent: json: unknown field "` + field + `"'
 	printf '%04x%s0000' $((${#text} + 4)) "$text"
 	exit 0
 fi
-echo plain >>'` + log + `'
+echo served >>'` + log + `'
 '` + real + `' <"$raw" | { dd bs=1 count=18 >/dev/null 2>&1; cat; }
 `
 	})
@@ -636,35 +754,99 @@ echo plain >>'` + log + `'
 // TestSequencedOldServer: against a server from before the have field
 // (which refuses an intent with a member it does not know), a clone that
 // names its verified tip is refused unread, sends the same request once
-// more without it, and gets its cell through a fetch, as before; no cell is
+// more without it, and gets its cell through a fetch, as before. Against a
+// server from before the sent field (range form 1 only), the request is
+// sent once more with have but without sent, and the server's form 1
+// range — what this server sends a client that names no sent, as every
+// client from before it — is taken without a fetch. In both, no cell is
 // granted twice and no request is applied twice.
 func TestSequencedOldServer(t *testing.T) {
+	for _, field := range []string{"have", "sent"} {
+		t.Run(field, func(t *testing.T) {
+			t.Parallel()
+			c, _, dir := sequencedAgent(t, "old", 4)
+			log := oldSequencer(t, c.bare, field)
+			cells := map[string]bool{}
+			for i := 0; i < 3; i++ {
+				p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "origin", "claim", "--next", "--ttl", "3600")
+				// Only the first claim (no have yet) fetches from a server
+				// that takes have.
+				if wantFetch := i == 0 || field == "have"; p.Err != nil || p.Code != 0 || (fetches > 0) != wantFetch {
+					t.Fatalf("claim %d: %s (%d fetches, want a fetch %v) %v", i, p, fetches, wantFetch, p.Err)
+				}
+				key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+				if cells[key] {
+					t.Fatalf("%s granted twice", key)
+				}
+				cells[key] = true
+			}
+			b, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The first claim names no have (nothing verified yet), and so
+			// no sent; each later one is refused with the field and sent
+			// again without.
+			if got, want := strings.Fields(string(b)), []string{"served", "refused", "served", "refused", "served"}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("the server saw %v, want %v", got, want)
+			}
+			if claims := netClaims(t, c.bare); len(claims) != 3 {
+				t.Fatalf("claims of %d cells in the server's ledger, want 3 (one each)", len(claims))
+			}
+		})
+	}
+}
+
+// TestSequencedRangeForms: the sequencer answers a request in the range
+// form it names, by plain git push of hand-made intents: one with have and
+// no sent (every client from before the sent field) gets form 1, each
+// object's content; one with sent 2 gets form 2, pack entries; one with
+// sent but no have, or sent 1, is refused (USAGE) and appends nothing.
+func TestSequencedRangeForms(t *testing.T) {
 	t.Parallel()
-	c, _, dir := sequencedAgent(t, "old", 4)
-	log := oldSequencer(t, c.bare)
-	cells := map[string]bool{}
-	for i := 0; i < 3; i++ {
-		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "origin", "claim", "--next", "--ttl", "3600")
-		if p.Err != nil || p.Code != 0 || fetches == 0 {
-			t.Fatalf("claim %d: %s (%d fetches) %v", i, p, fetches, p.Err)
+	c, _, dir := sequencedAgent(t, "forms", 4)
+	empty := testrepo.Git(t, dir, "hash-object", "-t", "tree", "-w", "/dev/null")
+	for i, tc := range []struct {
+		sent, have bool
+		extra      string
+		want       string
+	}{
+		{have: true, want: "remote: tally-range 1 "},
+		{have: true, sent: true, extra: `"sent":2,`, want: "remote: tally-range 2 "},
+		{have: true, sent: true, extra: `"sent":1,`, want: "USAGE"},
+		{sent: true, extra: `"sent":2,`, want: "USAGE"},
+	} {
+		tip := c.serverTip()
+		have := ""
+		if tc.have {
+			have = `"have":"` + tip + `",`
 		}
-		key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
-		if cells[key] {
-			t.Fatalf("%s granted twice", key)
+		intent := `{"actor":"agent-0",` + have + `"holder":{"host":"h","pid":1},"nonce":"0000000000000000000000000000000` + strconv.Itoa(i) + `","op":"claim-next",` + tc.extra + `"ttl":0,"v":1}`
+		// the intent exactly as the message (commit-tree would add a line break)
+		raw := filepath.Join(t.TempDir(), "request")
+		if err := os.WriteFile(raw, []byte("tree "+empty+"\nauthor t <t> 0 +0000\ncommitter t <t> 0 +0000\n\n"+intent), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		cells[key] = true
-	}
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first claim names no have (nothing verified yet); each later one
-	// is refused with it and sent again without.
-	if got, want := strings.Fields(string(b)), []string{"plain", "have", "plain", "have", "plain"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("the server saw %v, want %v", got, want)
-	}
-	if claims := netClaims(t, c.bare); len(claims) != 3 {
-		t.Fatalf("claims of %d cells in the server's ledger, want 3 (one each)", len(claims))
+		request := testrepo.Git(t, dir, "hash-object", "-t", "commit", "-w", raw)
+		_, stderr := c.push(dir, "origin", request+":refs/for/tally/claim-next")
+		if !strings.Contains(stderr, tc.want) {
+			t.Fatalf("%s: want %q in the answer:\n%s", intent, tc.want, stderr)
+		}
+		objects, entries := strings.Count(stderr, "remote: tally-object "), strings.Count(stderr, "remote: tally-entry ")
+		switch tc.want {
+		case "USAGE":
+			if after := c.serverTip(); after != tip || objects+entries > 0 {
+				t.Fatalf("%s: refused, yet the ledger moved from %s to %s or objects were sent:\n%s", intent, tip, after, stderr)
+			}
+		case "remote: tally-range 1 ":
+			if objects == 0 || entries > 0 {
+				t.Fatalf("%s: %d form 1 objects and %d form 2 entries sent, want form 1 only:\n%s", intent, objects, entries, stderr)
+			}
+		default:
+			if entries == 0 || objects > 0 {
+				t.Fatalf("%s: %d form 1 objects and %d form 2 entries sent, want form 2 only:\n%s", intent, objects, entries, stderr)
+			}
+		}
 	}
 }
 
