@@ -680,6 +680,20 @@ func odbInflateRest(zr io.Reader, size uint64, compressed int) ([]byte, error) {
 	return buf, nil
 }
 
+// packInflate inflates a pack entry's zlib stream (src, to the pack's
+// trailer), which must hold exactly size bytes: odbInflateRest's rule, by
+// inflateZlib.
+func packInflate(src []byte, size uint64) ([]byte, error) {
+	if size > uint64(len(src))*packMaxInflateRatio+64 {
+		return nil, fmt.Errorf("implausible size %d", size)
+	}
+	body, err := inflateZlib(src, size)
+	if err != nil {
+		return nil, fmt.Errorf("inflating %d bytes: %w", size, err)
+	}
+	return body, nil
+}
+
 // packZlibPool holds zlib readers (which implement zlib.Resetter) for reuse: each
 // carries ~40 KiB of inflate state that small objects would otherwise reallocate.
 var packZlibPool sync.Pool
@@ -973,11 +987,7 @@ func (db *ObjectDB) packRead(loc odbLoc, depth int, hint **packFile) (ObjectType
 		e, err := loc.m.entry(off)
 		var body []byte
 		if err == nil {
-			var zr io.ReadCloser
-			if zr, err = packZlibReader(loc.m.data[e.start : len(loc.m.data)-20]); err == nil {
-				body, err = odbInflateRest(zr, e.size, len(loc.m.data)-20-e.start)
-				packZlibPool.Put(zr)
-			}
+			body, err = packInflate(loc.m.data[e.start:len(loc.m.data)-20], e.size)
 		}
 		if err != nil {
 			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, off, err)
