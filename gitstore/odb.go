@@ -449,9 +449,8 @@ func (db *ObjectDB) Cursor() *Cursor { return &Cursor{db: db} }
 
 // Read is ObjectDB.Read.
 func (c *Cursor) Read(id ObjectID) (ObjectType, []byte, error) {
-	c.db.readers.RLock()
-	defer c.db.endRead()
-	return c.db.read(id, 0, &c.last)
+	t, data, _, err := c.ReadWhere(id)
+	return t, data, err
 }
 
 // CheckStored reports whether object id is stored intact, by the checksums
@@ -471,6 +470,45 @@ func (c *Cursor) CheckStored(id ObjectID) error {
 	return c.db.checkStored(id, 0, &c.last)
 }
 
+// Where is the pack entry a Cursor read an object from (ReadWhere), so that
+// checking the stored object (CheckStoredWhere) needs no second lookup.
+// The zero Where is unknown: a loose object, or none read.
+type Where struct {
+	p   *packFile
+	m   *packMaps
+	off uint64
+}
+
+// ReadWhere is Read that also says where the object was stored.
+func (c *Cursor) ReadWhere(id ObjectID) (ObjectType, []byte, Where, error) {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	loc, err := c.db.locate(id, &c.last)
+	if err != nil {
+		return 0, nil, Where{}, err
+	}
+	if loc.loose != nil {
+		t, data, err := looseRead(loc.loose, id)
+		return t, data, Where{}, err
+	}
+	t, data, err := c.db.packRead(loc, 0, &c.last)
+	return t, data, Where{loc.p, loc.m, loc.off}, err
+}
+
+// CheckStoredWhere is CheckStored for object id, which ReadWhere read from
+// w: the entry it read is the one checked, without looking id up again.
+func (c *Cursor) CheckStoredWhere(id ObjectID, w Where) error {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	// A pack retired by a rescan since the read is unmapped only while no
+	// read holds db.readers: if w's mapping is still its pack's now, it
+	// stays mapped until this check ends; otherwise look id up again.
+	if w.m == nil || w.p.m.Load() != w.m {
+		return c.db.checkStored(id, 0, &c.last)
+	}
+	return c.db.checkLoc(odbLoc{p: w.p, m: w.m, off: w.off}, id, 0, &c.last)
+}
+
 // checkStored is CheckStored for an object needed as a delta base at the
 // given depth (hint is packFind's).
 func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
@@ -478,6 +516,11 @@ func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
 	if err != nil {
 		return err
 	}
+	return db.checkLoc(loc, id, depth, hint)
+}
+
+// checkLoc is checkStored for object id found at loc.
+func (db *ObjectDB) checkLoc(loc odbLoc, id ObjectID, depth int, hint **packFile) error {
 	if loc.loose != nil {
 		t, data, err := looseRead(loc.loose, id)
 		if err == nil && HashObject(t, data) != id {
