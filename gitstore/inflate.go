@@ -96,7 +96,8 @@ const (
 // tbits bits of the stream, holds symbol<<4 | length for each code of at
 // most tbits bits (repeated for every value of the bits after it), 0 where
 // no code starts (an incomplete code), and huffLong where only longer codes
-// do; those are decoded from count and syms, the symbols in code order.
+// do; those are decoded from count and syms, the symbols in code order
+// (built only when there are longer codes).
 type huffman struct {
 	tbits, max uint
 	mask       uint64 // 1<<tbits - 1
@@ -134,16 +135,6 @@ func (h *huffman) init(lens []uint8) bool {
 	if left > 0 && !(h.max == 1 && h.count[1] == 1) {
 		return false
 	}
-	var offs [16]uint16
-	for n := 1; n < 15; n++ {
-		offs[n+1] = offs[n] + h.count[n]
-	}
-	for s, n := range lens {
-		if n != 0 {
-			h.syms[offs[n]] = uint16(s)
-			offs[n]++
-		}
-	}
 	h.tbits = min(h.max, huffPrimary)
 	h.mask = 1<<h.tbits - 1
 	size := 1 << h.tbits
@@ -156,19 +147,35 @@ func (h *huffman) init(lens []uint8) bool {
 			h.table[i] = fill
 		}
 	}
-	// Canonical codes in symbol order within each length, written
-	// bit-reversed (the stream sends a code's first bit first).
-	code, i := 0, 0
-	for n := uint(1); n <= h.tbits; n++ {
-		for range h.count[n] {
-			e := h.syms[i]<<4 | uint16(n)
-			for r := int(bits.Reverse16(uint16(code)) >> (16 - n)); r < size; r += 1 << n {
-				h.table[r] = e
-			}
-			code++
-			i++
+	// Canonical codes: of each length, consecutive in symbol order,
+	// starting where the shorter ones end; written bit-reversed (the
+	// stream sends a code's first bit first).
+	var next [16]uint16
+	for n, code := 1, uint16(0); n < 16; n++ {
+		next[n] = code
+		code = (code + h.count[n]) << 1
+	}
+	for s, n := range lens {
+		if n == 0 || uint(n) > h.tbits {
+			continue
 		}
-		code <<= 1
+		e := uint16(s)<<4 | uint16(n)
+		for r := int(bits.Reverse16(next[n]) >> (16 - n)); r < size; r += 1 << n {
+			h.table[r] = e
+		}
+		next[n]++
+	}
+	if h.max > huffPrimary { // symLong needs the symbols in code order
+		var offs [16]uint16
+		for n := 1; n < 15; n++ {
+			offs[n+1] = offs[n] + h.count[n]
+		}
+		for s, n := range lens {
+			if n != 0 {
+				h.syms[offs[n]] = uint16(s)
+				offs[n]++
+			}
+		}
 	}
 	return true
 }
