@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -69,27 +70,30 @@ func inflateCorpus() map[string][]byte {
 // (git and zlib make the same kinds of blocks) and klauspost's zlib, which
 // tally's packs are written with.
 func inflateStreams(t *testing.T) map[string][]byte {
+	type writer func(w io.Writer, level int) (io.WriteCloser, error)
+	writers := []struct {
+		name   string
+		new    writer
+		levels []int
+	}{
+		{"zlib", func(w io.Writer, l int) (io.WriteCloser, error) { return zlib.NewWriterLevel(w, l) },
+			[]int{zlib.HuffmanOnly, zlib.NoCompression, zlib.BestSpeed, zlib.DefaultCompression, zlib.BestCompression}},
+		{"klauspost", func(w io.Writer, l int) (io.WriteCloser, error) { return kzlib.NewWriterLevel(w, l) },
+			[]int{kzlib.BestSpeed, kzlib.DefaultCompression, kzlib.BestCompression}},
+	}
 	out := map[string][]byte{}
 	for name, data := range inflateCorpus() {
-		for _, level := range []int{zlib.HuffmanOnly, zlib.NoCompression, zlib.BestSpeed, zlib.DefaultCompression, zlib.BestCompression} {
-			var b bytes.Buffer
-			zw, err := zlib.NewWriterLevel(&b, level)
-			if err != nil {
-				t.Fatal(err)
+		for _, w := range writers {
+			for _, level := range w.levels {
+				var b bytes.Buffer
+				zw, err := w.new(&b, level)
+				if err != nil {
+					t.Fatal(err)
+				}
+				zw.Write(data)
+				zw.Close()
+				out[fmt.Sprintf("%s/%s%d", name, w.name, level)] = b.Bytes()
 			}
-			zw.Write(data)
-			zw.Close()
-			out[fmt.Sprintf("%s/zlib%d", name, level)] = b.Bytes()
-		}
-		for _, level := range []int{kzlib.BestSpeed, kzlib.DefaultCompression, kzlib.BestCompression} {
-			var b bytes.Buffer
-			zw, err := kzlib.NewWriterLevel(&b, level)
-			if err != nil {
-				t.Fatal(err)
-			}
-			zw.Write(data)
-			zw.Close()
-			out[fmt.Sprintf("%s/klauspost%d", name, level)] = b.Bytes()
 		}
 	}
 	return out
