@@ -3,12 +3,15 @@ package gitstore
 import (
 	"bytes"
 	"compress/zlib"
+	"encoding/binary"
 	"fmt"
+	"hash/adler32"
 	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	kflate "github.com/klauspost/compress/flate"
 	kzlib "github.com/klauspost/compress/zlib"
 )
 
@@ -67,8 +70,8 @@ func inflateCorpus() map[string][]byte {
 
 // inflateStreams compresses each corpus entry with the writers a
 // repository's objects come from: compress/zlib at every kind of level
-// (git and zlib make the same kinds of blocks) and klauspost's zlib, which
-// tally's packs are written with.
+// (git and zlib make the same kinds of blocks) and klauspost's zlib and
+// stateless deflate, which tally's packs are written with.
 func inflateStreams(t *testing.T) map[string][]byte {
 	type writer func(w io.Writer, level int) (io.WriteCloser, error)
 	writers := []struct {
@@ -83,6 +86,12 @@ func inflateStreams(t *testing.T) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for name, data := range inflateCorpus() {
+		// klauspost's stateless deflate in a zlib wrapper, as main's
+		// appends write small objects (one block, or stored blocks).
+		b := bytes.NewBuffer([]byte{0x78, 0x01})
+		kflate.StatelessDeflate(b, data, true, nil)
+		b.Write(binary.BigEndian.AppendUint32(nil, adler32.Checksum(data)))
+		out[name+"/stateless"] = b.Bytes()
 		for _, w := range writers {
 			for _, level := range w.levels {
 				var b bytes.Buffer
