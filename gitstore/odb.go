@@ -465,9 +465,8 @@ func (db *ObjectDB) Cursor() *Cursor { return &Cursor{db: db} }
 
 // Read is ObjectDB.Read.
 func (c *Cursor) Read(id ObjectID) (ObjectType, []byte, error) {
-	c.db.readers.RLock()
-	defer c.db.endRead()
-	return c.db.read(id, 0, &c.last)
+	t, data, _, err := c.ReadWhere(id)
+	return t, data, err
 }
 
 // CheckStored reports whether object id is stored intact, by the checksums
@@ -487,6 +486,45 @@ func (c *Cursor) CheckStored(id ObjectID) error {
 	return c.db.checkStored(id, 0, &c.last)
 }
 
+// Where is the pack entry a Cursor read an object from (ReadWhere), so that
+// checking the stored object (CheckStoredWhere) needs no second lookup.
+// The zero Where is unknown: a loose object, or none read.
+type Where struct {
+	p   *packFile
+	m   *packMaps
+	off uint64
+}
+
+// ReadWhere is Read that also says where the object was stored.
+func (c *Cursor) ReadWhere(id ObjectID) (ObjectType, []byte, Where, error) {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	loc, err := c.db.locate(id, &c.last)
+	if err != nil {
+		return 0, nil, Where{}, err
+	}
+	if loc.loose != nil {
+		t, data, err := looseRead(loc.loose, id)
+		return t, data, Where{}, err
+	}
+	t, data, err := c.db.packRead(loc, 0, &c.last)
+	return t, data, Where{loc.p, loc.m, loc.off}, err
+}
+
+// CheckStoredWhere is CheckStored for object id, which ReadWhere read from
+// w: the entry it read is the one checked, without looking id up again.
+func (c *Cursor) CheckStoredWhere(id ObjectID, w Where) error {
+	c.db.readers.RLock()
+	defer c.db.endRead()
+	// A pack retired by a rescan since the read is unmapped only while no
+	// read holds db.readers: if w's mapping is still its pack's now, it
+	// stays mapped until this check ends; otherwise look id up again.
+	if w.m == nil || w.p.m.Load() != w.m {
+		return c.db.checkStored(id, 0, &c.last)
+	}
+	return c.db.checkLoc(odbLoc{p: w.p, m: w.m, off: w.off}, id, 0, &c.last)
+}
+
 // checkStored is CheckStored for an object needed as a delta base at the
 // given depth (hint is packFind's).
 func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
@@ -494,6 +532,11 @@ func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
 	if err != nil {
 		return err
 	}
+	return db.checkLoc(loc, id, depth, hint)
+}
+
+// checkLoc is checkStored for object id found at loc.
+func (db *ObjectDB) checkLoc(loc odbLoc, id ObjectID, depth int, hint **packFile) error {
 	if loc.loose != nil {
 		t, data, err := looseRead(loc.loose, id)
 		if err == nil && HashObject(t, data) != id {
@@ -694,6 +737,20 @@ func odbInflateRest(zr io.Reader, size uint64, compressed int) ([]byte, error) {
 		return nil, fmt.Errorf("zlib stream longer than %d bytes or corrupt (%v)", size, err)
 	}
 	return buf, nil
+}
+
+// packInflate inflates a pack entry's zlib stream (src, to the pack's
+// trailer), which must hold exactly size bytes: odbInflateRest's rule, by
+// inflateZlib.
+func packInflate(src []byte, size uint64) ([]byte, error) {
+	if size > uint64(len(src))*packMaxInflateRatio+64 {
+		return nil, fmt.Errorf("implausible size %d", size)
+	}
+	body, err := inflateZlib(src, size)
+	if err != nil {
+		return nil, fmt.Errorf("inflating %d bytes: %w", size, err)
+	}
+	return body, nil
 }
 
 // packZlibPool holds zlib readers (which implement zlib.Resetter) for reuse: each
@@ -1021,11 +1078,7 @@ func (db *ObjectDB) packRead(loc odbLoc, depth int, hint **packFile) (ObjectType
 		e, err := loc.m.entry(off)
 		var body []byte
 		if err == nil {
-			var zr io.ReadCloser
-			if zr, err = packZlibReader(loc.m.data[e.start : len(loc.m.data)-20]); err == nil {
-				body, err = odbInflateRest(zr, e.size, len(loc.m.data)-20-e.start)
-				packZlibPool.Put(zr)
-			}
+			body, err = packInflate(loc.m.data[e.start:len(loc.m.data)-20], e.size)
 		}
 		if err != nil {
 			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, off, err)

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"crypto/sha1"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -246,6 +247,54 @@ func TestVerifyFullDetectsDamagedStorage(t *testing.T) {
 				t.Fatalf("git fsck passes the damage:\n%s", out)
 			}
 			verifyFails(t, dir, "CORRUPT", seq, "--full")
+		})
+	}
+}
+
+// A full verify checks the root tree and the entry blob of each entry at
+// the pack entry it read them from, without looking them up again
+// (gitstore.Cursor.CheckStoredWhere). An entry whose bytes still inflate
+// but whose CRC32 the index (its own checksum made right again) records
+// otherwise is damage that reads do not see: an incremental verify passes,
+// and verify --full must refuse it with CORRUPT at the entry, on that path
+// as on the lookup's.
+func TestVerifyFullChecksReadObjectsWhereRead(t *testing.T) {
+	t.Parallel()
+	for _, object := range []string{"^{tree}", ":entry"} {
+		t.Run(object, func(t *testing.T) {
+			t.Parallel()
+			dir, commits := buildRepo(t, 8)
+			verifyOK(t, dir, true)
+			idx, _ := onlyPack(t, dir, false)
+			id := strings.TrimSpace(gitIn(t, dir, nil, "rev-parse", commits[3]+object))
+			seq := introducedAt(t, dir, commits)[id]
+			if seq != 3 {
+				t.Fatalf("%s%s is first in entry %d", commits[3], object, seq)
+			}
+			b, err := os.ReadFile(idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pos := -1
+			for i, line := range strings.Split(strings.TrimSpace(gitIn(t, dir, b, "show-index")), "\n") {
+				if strings.Fields(line)[1] == id {
+					pos = i
+				}
+			}
+			n := int(binary.BigEndian.Uint32(b[8+4*255:]))
+			b[8+256*4+20*n+4*pos] ^= 0x01 // fanout, names, then the CRC32s
+			sum := sha1.Sum(b[:len(b)-20])
+			copy(b[len(b)-20:], sum[:])
+			replaceFile(t, idx, b)
+			if out, err := gitTry(dir, nil, "cat-file", "-p", id); err != nil {
+				t.Fatalf("git cannot read %s, so the damage is not to the CRC alone: %v\n%s", id, err, out)
+			}
+			if out, err := gitTry(dir, nil, "verify-pack", idx); err == nil {
+				t.Fatalf("git verify-pack passes the damaged index:\n%s", out)
+			}
+			os.Remove(filepath.Join(gitDir(t, dir), "tally", "verified"))
+			verifyOK(t, dir, false)
+			verifyFails(t, dir, "CORRUPT", 3, "--full")
 		})
 	}
 }

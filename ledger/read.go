@@ -63,12 +63,13 @@ func (l *Ledger) LogFrom(tip gitstore.ObjectID, n int, f LogFilter) ([]LogEntry,
 		return nil, err
 	}
 	out := []LogEntry{}
+	rd := db.Cursor()
 	for cur := tip; !cur.IsZero() && (n <= 0 || len(out) < n); {
-		c, err := db.ReadCommit(cur)
+		c, err := rd.ReadCommit(cur)
 		if err != nil {
 			return nil, l.historyShallow(errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur))
 		}
-		raw, err := entryBytes(db, c.Tree)
+		raw, err := entryBytes(rd, c.Tree)
 		if err != nil {
 			return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", cur)
 		}

@@ -471,7 +471,7 @@ func (v *verifier) run(commits []walked) error {
 				}
 			}
 			if f.err == nil {
-				f.raw, f.err = entryBytes(rd, f.commit.Tree)
+				f.raw, f.read, f.err = entryBytesWhere(rd, f.commit.Tree)
 			}
 			select {
 			case raws <- f:
@@ -502,6 +502,7 @@ func (v *verifier) run(commits []walked) error {
 type fetched struct {
 	commit *gitstore.Commit
 	raw    []byte
+	read   entryRead
 	err    error
 }
 
@@ -557,7 +558,7 @@ func (v *verifier) check(w walked, f fetched) error {
 	if tree != c.Tree {
 		return v.fail(errs.StateMismatch, "commit %s has tree %s, replaying the entries gives %s", w.id, c.Tree, tree)
 	}
-	if err := v.checkStored(w); err != nil {
+	if err := v.checkStored(w, f.read); err != nil {
 		return err
 	}
 	// The commit must be byte for byte the one §4 prescribes, carrying the
@@ -604,8 +605,9 @@ func (v *verifier) hashTree() (gitstore.ObjectID, error) {
 
 // checkStored checks that the objects hashTree collected are stored intact
 // (gitstore.Cursor.CheckStored), and the commit's SHA-1 (its bytes are the
-// ones check compared).
-func (v *verifier) checkStored(w walked) error {
+// ones check compared). The root tree and the entry blob, which the
+// read-ahead read (r), are checked where it found them.
+func (v *verifier) checkStored(w walked, r entryRead) error {
 	if v.stored == nil {
 		return nil
 	}
@@ -613,7 +615,14 @@ func (v *verifier) checkStored(w walked) error {
 		return v.fail(errs.Corrupt, "commit %s is damaged: its content hashes to %s", w.id, got)
 	}
 	for _, id := range v.stored {
-		if err := v.cur.CheckStored(id); err != nil {
+		var where gitstore.Where
+		switch id {
+		case r.tree:
+			where = r.treeWhere
+		case r.entry:
+			where = r.entryWhere
+		}
+		if err := v.cur.CheckStoredWhere(id, where); err != nil {
 			return v.fail(errs.Corrupt, "commit %s: stored state object %s: %v", w.id, id, err)
 		}
 	}
@@ -621,32 +630,44 @@ func (v *verifier) checkStored(w walked) error {
 	return nil
 }
 
-// objectReader is a gitstore.ObjectDB or one of its cursors.
-type objectReader interface {
-	Read(gitstore.ObjectID) (gitstore.ObjectType, []byte, error)
+// entryBytes reads the "entry" blob of a ledger commit's tree.
+func entryBytes(rd *gitstore.Cursor, tree gitstore.ObjectID) ([]byte, error) {
+	raw, _, err := entryBytesWhere(rd, tree)
+	return raw, err
 }
 
-// entryBytes reads the "entry" blob of a ledger commit's tree.
-func entryBytes(db objectReader, tree gitstore.ObjectID) ([]byte, error) {
-	typ, data, err := db.Read(tree)
+// entryRead says where entryBytesWhere found the root tree and the entry
+// blob, which a full verify then checks (verifier.checkStored) without
+// looking them up again.
+type entryRead struct {
+	tree, entry           gitstore.ObjectID
+	treeWhere, entryWhere gitstore.Where
+}
+
+// entryBytesWhere is entryBytes, saying where it read what.
+func entryBytesWhere(rd *gitstore.Cursor, tree gitstore.ObjectID) ([]byte, entryRead, error) {
+	r := entryRead{tree: tree}
+	typ, data, w, err := rd.ReadWhere(tree)
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	if typ != gitstore.TreeObject {
-		return nil, errors.New("root is not a tree")
+		return nil, r, errors.New("root is not a tree")
 	}
+	r.treeWhere = w
 	e, ok, err := gitstore.FindTreeEntry(data, EntryKey)
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	if !ok || e.IsDir() {
-		return nil, errors.New("tree has no entry blob")
+		return nil, r, errors.New("tree has no entry blob")
 	}
-	typ, raw, err := db.Read(e.ID)
+	typ, raw, w, err := rd.ReadWhere(e.ID)
 	if err == nil && typ != gitstore.BlobObject {
 		err = errors.New("entry is not a blob")
 	}
-	return raw, err
+	r.entry, r.entryWhere = e.ID, w
+	return raw, r, err
 }
 
 func mustJSON(v any) []byte {
