@@ -150,6 +150,7 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 			} else if cand == nil {
 				return nil, noReadyCell(s, o.NextWave)
 			}
+			c.L.Lend(s) // the append decides again, on s if the tip has not moved
 		}
 	}
 	base := ""

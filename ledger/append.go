@@ -108,7 +108,7 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	if err != nil {
 		return nil, err
 	}
-	snap, err := l.SnapshotAt(tip)
+	snap, err := l.appendSnapshot(tip)
 	if err != nil {
 		return nil, err
 	}

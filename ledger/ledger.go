@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -65,7 +66,8 @@ type Ledger struct {
 	maintain Maintainer
 	trust    CheckpointTrust
 
-	repacking chan struct{} // closed when a background compaction started here ends
+	repacking chan struct{}            // closed when a background compaction started here ends
+	lent      atomic.Pointer[Snapshot] // see Lend
 }
 
 // Open opens the ledger of the repository containing dir.
@@ -171,6 +173,23 @@ func (l *Ledger) SnapshotAt(commit gitstore.ObjectID) (*Snapshot, error) {
 		return nil, errs.Wrap(errs.Corrupt, err, "ledger commit %s", commit)
 	}
 	return s, nil
+}
+
+// Lend gives s, a snapshot its caller read and will not use again, to the
+// next append of l: if the ref still holds s.Commit once the writer lock is
+// taken, the append builds on s, whose tree already holds every node the
+// caller read, instead of reading the state again (claim --next decides on
+// the tip before taking the lock, then again under it). Only the next
+// append's first attempt can take it.
+func (l *Ledger) Lend(s *Snapshot) { l.lent.Store(s) }
+
+// appendSnapshot is the snapshot an append builds on at tip: the lent one
+// if it is of tip, else one read now.
+func (l *Ledger) appendSnapshot(tip gitstore.ObjectID) (*Snapshot, error) {
+	if s := l.lent.Swap(nil); s != nil && s.Commit == tip {
+		return s, nil
+	}
+	return l.SnapshotAt(tip)
 }
 
 // Head returns the snapshot at the tip, or NOT-INITIALIZED.
