@@ -102,11 +102,32 @@ func BenchmarkDrain8(b *testing.B) {
 }
 
 // checkDrained checks a drain of wave's n cells against the ledger: every
-// cell claimed and done once, no (cell, epoch) granted twice, and every
+// cell claimed and done once, no (cell, epoch) granted twice, every
 // append a worker saw acknowledged (exit 0) in the ledger at its seq, by
-// that worker, of that cell and epoch.
+// that worker, of that cell and epoch, and every acknowledged done's note
+// line written once in refs/notes/tally.
 func checkDrained(tb testing.TB, dir, wave string, n int, claims, dones map[string][]grant) {
 	tb.Helper()
+	noteLines := map[string]int{} // "seq cell epoch" of each receipt note line
+	for _, pair := range strings.Split(testrepo.Git(tb, dir, "notes", "--ref=tally", "list"), "\n") {
+		blob, _, _ := strings.Cut(pair, " ")
+		for _, l := range strings.Split(testrepo.Git(tb, dir, "cat-file", "blob", blob), "\n") {
+			var seq, cell, epoch string
+			for _, f := range strings.Fields(l) {
+				if k, v, ok := strings.Cut(f, "="); ok {
+					switch k {
+					case "seq":
+						seq = v
+					case "cell":
+						cell = v
+					case "epoch":
+						epoch = v
+					}
+				}
+			}
+			noteLines[seq+" "+cell+" "+epoch]++
+		}
+	}
 	bySeq := map[int64]loggedEntry{}
 	granted := map[string]int{}
 	for _, le := range readLedger(tb, dir) {
@@ -146,6 +167,11 @@ func checkDrained(tb testing.TB, dir, wave string, n int, claims, dones map[stri
 			json.Unmarshal(e.Body, &body)
 			if !ok || string(e.Kind) != kind || e.Actor != g.actor || body.Cell != cell || (kind == "done" && body.Epoch != g.epoch) {
 				tb.Fatalf("acknowledged %s of %s %+v is not in the ledger at seq %d (found %s by %s of %s)", kind, cell, g, g.seq, e.Kind, e.Actor, body.Cell)
+			}
+			if kind == "done" {
+				if key := fmt.Sprintf("%d %s/%s %d", g.seq, wave, cell, g.epoch); noteLines[key] != 1 {
+					tb.Fatalf("the note line of done %s (seq, cell, epoch %q) is in refs/notes/tally %d times", cell, key, noteLines[key])
+				}
 			}
 		}
 	}
