@@ -67,8 +67,16 @@ func TestFineFanoutFindsWhatTheFanoutFinds(t *testing.T) {
 		}
 	}
 	check("before the fine fanout") // len(want) lookups: more than n/16, so it is built here
-	if x.fine.start.Load() == nil {
+	start := x.fine.start.Load()
+	if start == nil {
 		t.Fatal("the fine fanout was not built")
+	}
+	runs := map[uint32]int{} // run length: how many
+	for k := range len(*start) - 1 {
+		runs[min((*start)[k+1]-(*start)[k], 2)]++
+	}
+	if runs[0] == 0 || runs[1] == 0 || runs[2] == 0 {
+		t.Fatalf("runs of 0, 1 and more names: %v; the test needs each", runs)
 	}
 	check("by the fine fanout")
 
@@ -83,8 +91,7 @@ func TestFineFanoutFindsWhatTheFanoutFinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	y.fine.build(y)
-	start := *y.fine.start.Load()
-	if !slices.IsSorted(start) || start[len(start)-1] != uint32(y.n) {
+	if ys := *y.fine.start.Load(); !slices.IsSorted(ys) || ys[len(ys)-1] != uint32(y.n) {
 		t.Fatalf("fine fanout of a disordered index is not monotone within it")
 	}
 	for id := range want {
