@@ -2,6 +2,7 @@ package gitstore
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,8 +17,16 @@ type Ident struct {
 	TZ    string
 }
 
-func (i Ident) String() string {
-	return i.Name + " <" + i.Email + "> " + strconv.FormatInt(i.When, 10) + " " + i.TZ
+func (i Ident) String() string { return string(i.appendTo(nil)) }
+
+func (i Ident) appendTo(b []byte) []byte {
+	b = append(b, i.Name...)
+	b = append(b, " <"...)
+	b = append(b, i.Email...)
+	b = append(b, "> "...)
+	b = strconv.AppendInt(b, i.When, 10)
+	b = append(b, ' ')
+	return append(b, i.TZ...)
 }
 
 // Commit is a git commit object.
@@ -78,28 +87,33 @@ func (c *Commit) Raw() []byte { return c.raw }
 // Encode returns the commit object content.
 func (c *Commit) Encode() []byte { return c.encode(c.Signature) }
 
+// AppendEncode appends Encode's bytes to b, for a caller that encodes
+// commits in a loop into one buffer.
+func (c *Commit) AppendEncode(b []byte) []byte { return c.appendEncode(b, c.Signature) }
+
 func (c *Commit) encode(sig string) []byte {
-	var b bytes.Buffer
-	b.Grow(256 + len(c.Message) + len(sig))
-	b.WriteString("tree ")
-	b.WriteString(c.Tree.String())
+	return c.appendEncode(make([]byte, 0, 256+len(c.Message)+len(sig)), sig)
+}
+
+func (c *Commit) appendEncode(b []byte, sig string) []byte {
+	b = append(b, "tree "...)
+	b = hex.AppendEncode(b, c.Tree[:])
 	for _, p := range c.Parents {
-		b.WriteString("\nparent ")
-		b.WriteString(p.String())
+		b = append(b, "\nparent "...)
+		b = hex.AppendEncode(b, p[:])
 	}
-	b.WriteString("\nauthor ")
-	b.WriteString(c.Author.String())
-	b.WriteString("\ncommitter ")
-	b.WriteString(c.Committer.String())
-	b.WriteByte('\n')
+	b = append(b, "\nauthor "...)
+	b = c.Author.appendTo(b)
+	b = append(b, "\ncommitter "...)
+	b = c.Committer.appendTo(b)
+	b = append(b, '\n')
 	if sig != "" {
-		b.WriteString("gpgsig ")
-		b.WriteString(strings.ReplaceAll(strings.TrimSuffix(sig, "\n"), "\n", "\n "))
-		b.WriteByte('\n')
+		b = append(b, "gpgsig "...)
+		b = append(b, strings.ReplaceAll(strings.TrimSuffix(sig, "\n"), "\n", "\n ")...)
+		b = append(b, '\n')
 	}
-	b.WriteByte('\n')
-	b.WriteString(c.Message)
-	return b.Bytes()
+	b = append(b, '\n')
+	return append(b, c.Message...)
 }
 
 // ParseCommit parses a commit object. Headers tally does not model (encoding,
@@ -198,14 +212,51 @@ func parseCommitObject(id ObjectID, typ ObjectType, data []byte, err error) (*Co
 
 // Trailers returns the "Key: value" lines of the last paragraph of a message.
 func Trailers(msg string) map[string]string {
-	paras := strings.Split(strings.TrimRight(msg, "\n"), "\n\n")
 	out := map[string]string{}
-	for _, line := range strings.Split(paras[len(paras)-1], "\n") {
-		k, v, ok := strings.Cut(line, ": ")
-		if !ok || strings.ContainsAny(k, " \t") {
-			return map[string]string{}
-		}
-		out[k] = v
+	if !eachTrailer(msg, func(k, v string) { out[k] = v }) {
+		return map[string]string{}
 	}
 	return out
+}
+
+// Trailer is Trailers(msg)[key], and whether it is there, without building
+// the map (the verifier reads one trailer of every commit).
+func Trailer(msg, key string) (value string, ok bool) {
+	all := eachTrailer(msg, func(k, v string) {
+		if k == key {
+			value, ok = v, true
+		}
+	})
+	if !all {
+		return "", false
+	}
+	return value, ok
+}
+
+// eachTrailer calls f with each "Key: value" line of the last paragraph of
+// msg, in order, and reports whether every line of that paragraph is one;
+// if not, msg has no trailers and the calls made are void. The paragraph
+// is what follows the last "\n\n" found scanning left to right (as
+// strings.Split finds them) once trailing newlines are trimmed.
+func eachTrailer(msg string, f func(k, v string)) bool {
+	para := strings.TrimRight(msg, "\n")
+	for {
+		i := strings.Index(para, "\n\n")
+		if i < 0 {
+			break
+		}
+		para = para[i+2:]
+	}
+	for {
+		line, rest, more := strings.Cut(para, "\n")
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok || strings.ContainsAny(k, " \t") {
+			return false
+		}
+		f(k, v)
+		if !more {
+			return true
+		}
+		para = rest
+	}
 }

@@ -874,6 +874,67 @@ func packMmap(path string) ([]byte, error) {
 type packIndex struct {
 	data []byte
 	n    int
+	fine *fineFanout // nil for an index of fewer than fineFanoutMin names
+}
+
+// fineFanoutMin is the least number of names for which an index gets a
+// fineFanout: below it the names fit in a few hundred kilobytes, near enough
+// to the CPU that the fanout and interpolation find them in few misses.
+const fineFanoutMin = 1 << 14
+
+// fineFanout is a finer fanout of a large index, built on the first lookup
+// after n/16 of them (a command that looks up a few objects never pays the
+// pass over the names): start[k] is the position of the first name whose
+// first bits, read as an integer, are at least k, for about one slot per
+// four names (at most 2^20 slots, 4 MiB). A lookup then reads one slot,
+// usually in cache, and one run of about four names, where the 256-entry
+// fanout leaves an interpolation that misses the cache on each of its
+// probes across megabytes of names. The table is a function of the names
+// alone; for names out of order (a damaged index, which the storage checks
+// refuse by its checksum) it stays monotone and within the index, so a
+// lookup is as safe as the fanout's binary search, finding or not.
+type fineFanout struct {
+	lookups atomic.Int64
+	once    sync.Once
+	start   atomic.Pointer[[]uint32] // set once built
+	bits    uint                     // the table has 2^bits+1 slots
+}
+
+// build fills the table from x's names.
+func (f *fineFanout) build(x packIndex) {
+	names := x.data[packIdxHeader : packIdxHeader+20*x.n]
+	start := make([]uint32, 1<<f.bits+1)
+	k := 0
+	for i := 0; i < x.n; i++ {
+		for p := int(binary.BigEndian.Uint32(names[20*i:]) >> (32 - f.bits)); k <= p; k++ {
+			start[k] = uint32(i)
+		}
+	}
+	for ; k < len(start); k++ {
+		start[k] = uint32(x.n)
+	}
+	f.start.Store(&start)
+}
+
+// bounds returns the positions [lo, hi) of the names whose first b bits are
+// id's: b is the fine fanout's once it is built, else 8, the index's own
+// fanout.
+func (x packIndex) bounds(id ObjectID) (lo, hi int, b uint) {
+	if f := x.fine; f != nil {
+		t := f.start.Load()
+		if t == nil && f.lookups.Add(1) > int64(x.n/16) {
+			f.once.Do(func() { f.build(x) })
+			t = f.start.Load()
+		}
+		if t != nil {
+			k := binary.BigEndian.Uint32(id[:4]) >> (32 - f.bits)
+			return int((*t)[k]), int((*t)[k+1]), f.bits
+		}
+	}
+	if id[0] > 0 {
+		lo = int(binary.BigEndian.Uint32(x.data[8+4*(int(id[0])-1):]))
+	}
+	return lo, int(binary.BigEndian.Uint32(x.data[8+4*int(id[0]):])), 8
 }
 
 func packParseIndex(b []byte) (packIndex, error) {
@@ -891,7 +952,11 @@ func packParseIndex(b []byte) (packIndex, error) {
 	if rest := len(b) - packIdxHeader - 40 - 28*int(n); rest < 0 || rest%8 != 0 {
 		return packIndex{}, errors.New("pack index has the wrong size")
 	}
-	return packIndex{b, int(n)}, nil
+	x := packIndex{data: b, n: int(n)}
+	if n >= fineFanoutMin {
+		x.fine = &fineFanout{bits: uint(min(bits.Len32(n/4), 20))}
+	}
+	return x, nil
 }
 
 func (x packIndex) packSum() []byte { return x.data[len(x.data)-40 : len(x.data)-20] }
@@ -900,7 +965,8 @@ func (x packIndex) packSum() []byte { return x.data[len(x.data)-40 : len(x.data)
 //
 // Names are SHA-1 values, spread evenly, so the search interpolates: it
 // probes where id's first 8 bytes, read as an integer, fall between the
-// bounds known so far (at first those the fanout implies), which takes a
+// bounds known so far (at first those the fanout implies, or the finer one
+// of a large index: fineFanout), which takes a
 // few probes where a binary search of a large index takes twenty cache
 // misses. After a few probes it finishes as a binary search, so that no
 // arrangement of names makes it slower than one.
@@ -914,11 +980,7 @@ func (x packIndex) find(id ObjectID) (off uint64, ok bool, err error) {
 
 // position returns id's position among the index's names.
 func (x packIndex) position(id ObjectID) (int, bool) {
-	lo := 0
-	if id[0] > 0 {
-		lo = int(binary.BigEndian.Uint32(x.data[8+4*(int(id[0])-1):]))
-	}
-	hi := int(binary.BigEndian.Uint32(x.data[8+4*int(id[0]):]))
+	lo, hi, b := x.bounds(id)
 	names := x.data[packIdxHeader : packIdxHeader+20*x.n]
 	// Names compare by their first 8 bytes as an integer, and in full
 	// only when those are equal (one comparison in millions, or a hit).
@@ -931,7 +993,8 @@ func (x packIndex) position(id ObjectID) (int, bool) {
 		}
 		return c, k
 	}
-	loKey, hiKey := uint64(id[0])<<56, uint64(id[0])<<56|(1<<56-1) // bounds of the names in [lo, hi)
+	loKey := key >> (64 - b) << (64 - b) // bounds of the names in [lo, hi)
+	hiKey := loKey | (1<<(64-b) - 1)
 	for probes := 0; hi-lo > 8 && probes < 4; probes++ {
 		mid := lo + int(float64(key-loKey)/(float64(hiKey-loKey)+1)*float64(hi-lo))
 		mid = max(lo, min(mid, hi-1))

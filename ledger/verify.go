@@ -417,6 +417,9 @@ type verifier struct {
 	// entry, and a damaged one is CORRUPT at the entry that introduced it.
 	stored []gitstore.ObjectID
 	cur    *gitstore.Cursor // for the checks of stored objects, made by run
+	// encoded holds the commit an entry prescribes, compared with the
+	// stored one; reused from entry to entry.
+	encoded []byte
 }
 
 // setTree makes t the state the next entry applies to, tracking the objects
@@ -536,8 +539,8 @@ func (v *verifier) check(w walked, f fetched) error {
 		v.sigRules[c.Author.Name] = sig
 	}
 	h := chain.EntryHash(raw)
-	if trailers := gitstore.Trailers(c.Message); trailers["Tally-Entry"] != h.String() {
-		return v.fail(errs.HashMismatch, "entry hashes to %s, commit %s records %q", h, w.id, trailers["Tally-Entry"])
+	if recorded, _ := gitstore.Trailer(c.Message, "Tally-Entry"); recorded != h.String() {
+		return v.fail(errs.HashMismatch, "entry hashes to %s, commit %s records %q", h, w.id, recorded)
 	}
 	var applied *Applied
 	if err = decodeErr; err == nil {
@@ -569,7 +572,8 @@ func (v *verifier) check(w walked, f fetched) error {
 	// make to a signed commit, and to its id, without the key.
 	want := CommitFor(applied, tree, v.parent)
 	want.Signature = c.Signature
-	if !bytes.Equal(want.Encode(), c.Raw()) {
+	v.encoded = want.AppendEncode(v.encoded[:0])
+	if !bytes.Equal(v.encoded, c.Raw()) {
 		if !bytes.Equal(want.Payload(), c.Payload()) {
 			return v.fail(errs.CommitMismatch, "commit %s does not match its entry (author, committer, message or trailers)", w.id)
 		}
