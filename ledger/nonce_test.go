@@ -1,10 +1,6 @@
 package ledger_test
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,31 +13,20 @@ import (
 // call and the bytes it returned, which must be the entry's nonce.
 func TestNonceFromGetrandomCall(t *testing.T) {
 	t.Parallel()
-	strace := testrepo.Strace(t)
 	dir := initRepo(t)
-	log := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(strace, "-f", "-qq", "-xx", "-o", log, "-e", "trace=getrandom",
-		testrepo.Tally(t), "-C", dir, "note", "nonce")
-	cmd.Env = testrepo.Env("TALLY_ACTOR=counted")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("tally note: %v %s", err, out)
-	}
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := tracedNote(t, dir, "nonce", "-xx", "-e", "trace=getrandom")
 	var calls []string // the hex of each 16-byte getrandom
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range lines {
 		if _, rest, ok := strings.Cut(line, `getrandom("`); ok && strings.HasSuffix(line, ", 16, 0) = 16") {
 			raw, _, _ := strings.Cut(rest, `"`)
 			calls = append(calls, strings.ReplaceAll(raw, `\x`, ""))
 		}
 	}
 	if len(calls) != 1 {
-		t.Fatalf("the note made %d getrandom calls of 16 bytes, want 1:\n%s", len(calls), b)
+		t.Fatalf("the note made %d getrandom calls of 16 bytes, want 1:\n%s", len(calls), strings.Join(lines, "\n"))
 	}
 	entry := testrepo.Git(t, dir, "cat-file", "blob", ledgerRef+":entry")
-	if want := fmt.Sprintf(`"nonce":"%s"`, calls[0]); !strings.Contains(entry, want) {
+	if want := `"nonce":"` + calls[0] + `"`; !strings.Contains(entry, want) {
 		t.Errorf("entry %s does not carry the bytes getrandom returned (%s)", entry, want)
 	}
 }

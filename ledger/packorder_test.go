@@ -141,7 +141,6 @@ func TestRecordRewrittenInPlace(t *testing.T) {
 // compacts them, so the count is not bought by missing compactions.
 func TestAppendListsPackDirOnce(t *testing.T) {
 	t.Parallel()
-	strace := testrepo.Strace(t)
 	dir := initRepo(t)
 	packDir := filepath.Join(gitDir(t, dir), "objects", "pack")
 	packs := func() int {
@@ -151,19 +150,8 @@ func TestAppendListsPackDirOnce(t *testing.T) {
 	// Directory reads of objects/pack by one traced note (opens with
 	// O_DIRECTORY; the pack directory's fsync opens it without).
 	listings := func(msg string) int {
-		log := filepath.Join(t.TempDir(), "trace")
-		cmd := exec.Command(strace, "-f", "-qq", "-o", log, "-e", "trace=openat,open",
-			testrepo.Tally(t), "-C", dir, "note", msg)
-		cmd.Env = testrepo.Env("TALLY_ACTOR=counted")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("tally note %s: %v %s", msg, err, out)
-		}
-		b, err := os.ReadFile(log)
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := 0
-		for _, line := range strings.Split(string(b), "\n") {
+		for _, line := range tracedNote(t, dir, msg, "-e", "trace=openat,open") {
 			if strings.Contains(line, `"`+packDir+`"`) && strings.Contains(line, "O_DIRECTORY") {
 				n++
 			}
@@ -187,4 +175,22 @@ func TestAppendListsPackDirOnce(t *testing.T) {
 	if n := packs(); n >= 12 {
 		t.Errorf("%d packs after the 12th: the note did not compact", n)
 	}
+}
+
+// tracedNote runs `tally note msg` in dir under strace with the options
+// given and returns the lines strace wrote.
+func tracedNote(t *testing.T, dir, msg string, options ...string) []string {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "trace")
+	args := append([]string{"-f", "-qq", "-o", log}, options...)
+	cmd := exec.Command(testrepo.Strace(t), append(args, testrepo.Tally(t), "-C", dir, "note", msg)...)
+	cmd.Env = testrepo.Env("TALLY_ACTOR=traced")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tally note %s: %v %s", msg, err, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(b), "\n")
 }
