@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -56,21 +57,36 @@ func compactLevel(size int64) int {
 	return level
 }
 
-// NeedsCompaction reports whether there are at least min mergeable packs and
-// some level holds enough to merge. It only lists the pack directory.
-func NeedsCompaction(objectDir string, min int) bool {
-	packs, _, err := compactCandidates(objectDir, min)
-	if err != nil || len(packs) < min {
+// NeedsCompaction reports whether there are at least min mergeable packs in
+// db's primary object directory and some level holds enough to merge. It
+// decides on the packs as db last listed them (when opened, by a rescan after a
+// miss) plus those it was given by AddPack: it makes no system call, so an
+// append that already opened the database pays nothing to learn that no
+// compaction is due. Packs other processes wrote since that listing are not
+// counted: the decision is best effort, and the next process to open the
+// database counts them.
+func (db *ObjectDB) NeedsCompaction(min int) bool {
+	db.mu.Lock()
+	all := db.packs
+	db.mu.Unlock()
+	primary := filepath.Join(db.dirs[0], "pack") + string(filepath.Separator)
+	var packs []compactPack
+	for _, p := range all {
+		name, ok := strings.CutPrefix(p.path, primary)
+		if ok && !p.git && p.size <= compactMaxPack {
+			packs = append(packs, compactPack{name: name, size: p.size, level: compactLevel(p.size)})
+		}
+	}
+	if len(packs) < min {
 		return false
 	}
-	_, ok := compactPick(packs)
+	_, ok := compactPick(packs) // in any order: whether it picks depends only on the counts
 	return ok
 }
 
-// compactCandidates lists the mergeable packs and the number of all packs,
-// or nothing when fewer than min packs are not git's (listPackDirMin).
-func compactCandidates(objectDir string, min int) ([]compactPack, int, error) {
-	ents, err := listPackDirMin(filepath.Join(objectDir, "pack"), min)
+// compactCandidates lists the mergeable packs and the number of all packs.
+func compactCandidates(objectDir string) ([]compactPack, int, error) {
+	ents, err := listPackDir(filepath.Join(objectDir, "pack"))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -140,7 +156,7 @@ func compact(db *ObjectDB, objectDir string, progress func(done, total int), max
 	}
 	rep.Stale = stale
 	for round := 0; round < 16; round++ {
-		packs, all, err := compactCandidates(objectDir, 0)
+		packs, all, err := compactCandidates(objectDir)
 		if err != nil {
 			return rep, false, err
 		}

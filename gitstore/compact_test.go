@@ -64,7 +64,7 @@ func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
 	if maxPacks > 24 {
 		t.Errorf("up to %d packs after compaction; the level rule allows at most 3 per level", maxPacks)
 	}
-	packs, _, _ := compactCandidates(objects, 0)
+	packs, _, _ := compactCandidates(objects)
 	levels := map[int]int{}
 	for _, p := range packs {
 		levels[p.level]++

@@ -212,15 +212,9 @@ type packDirEntry struct {
 	git   bool // a .keep, .promisor or .mtimes file beside it: git manages it
 }
 
-// listPackDir lists the packs in packDir, in name order.
+// listPackDir lists the packs in packDir, in name order: one directory
+// read, and a stat of each .pack for its size and time.
 func listPackDir(packDir string) ([]packDirEntry, error) {
-	return listPackDirMin(packDir, 0)
-}
-
-// listPackDirMin is listPackDir that lists nothing (nil) when fewer than
-// min of the packs are not git's: only then does it stat each .pack, one
-// system call a pack, for its size and time.
-func listPackDirMin(packDir string, min int) ([]packDirEntry, error) {
 	ents, err := os.ReadDir(packDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -233,17 +227,10 @@ func listPackDirMin(packDir string, min int) ([]packDirEntry, error) {
 	}
 	git := func(base string) bool { return names[base+".keep"] || names[base+".promisor"] || names[base+".mtimes"] }
 	var bases []string
-	ours := 0
 	for _, e := range ents {
 		if base, ok := strings.CutSuffix(e.Name(), ".pack"); ok && names[base+".idx"] {
 			bases = append(bases, base)
-			if !git(base) {
-				ours++
-			}
 		}
-	}
-	if ours < min {
-		return nil, nil
 	}
 	var out []packDirEntry
 	for _, base := range bases {
@@ -264,7 +251,7 @@ func packList(packDir string) ([]*packFile, error) {
 	}
 	packs := make([]*packFile, len(ents))
 	for i, e := range ents {
-		packs[i] = &packFile{path: filepath.Join(packDir, e.base), mtime: e.mtime}
+		packs[i] = &packFile{path: filepath.Join(packDir, e.base), mtime: e.mtime, size: e.size, git: e.git}
 	}
 	return packs, nil
 }
@@ -293,7 +280,7 @@ func (db *ObjectDB) AddPack(packName string) error {
 			return nil
 		}
 	}
-	db.packs = append([]*packFile{{path: path, mtime: fi.ModTime()}}, db.packs...)
+	db.packs = append([]*packFile{{path: path, mtime: fi.ModTime(), size: fi.Size()}}, db.packs...)
 	return nil
 }
 
@@ -780,6 +767,8 @@ func packZlibReaderOn(r *bytes.Reader) (io.ReadCloser, error) {
 type packFile struct {
 	path  string // without the .idx or .pack extension
 	mtime time.Time
+	size  int64      // of the .pack, when listed
+	git   bool       // git manages it (packDirEntry.git)
 	mu    sync.Mutex // serializes mapping
 	m     atomic.Pointer[packMaps]
 }

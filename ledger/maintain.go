@@ -34,18 +34,19 @@ type Maintainer func(l *Ledger, lock *os.File) (wait func(), err error)
 // maybePack compacts when packs have piled up: the small rounds here, the
 // rest in the background through Options.Maintain if the caller gave one,
 // else in a goroutine (WaitMaintenance).
+//
+// It decides from the object database's own list of packs (the one the
+// append opened, with the pack it added), not a new listing of the pack
+// directory: that read was ≈ 1.3% of a note's CPU, and a pack another
+// process wrote meanwhile is counted by the next append.
 func (l *Ledger) maybePack() {
-	if !gitstore.NeedsCompaction(l.Repo.ObjectDir, compactTrigger) {
+	db, err := l.Repo.Objects()
+	if err != nil || !db.NeedsCompaction(compactTrigger) {
 		return
 	}
 	lock, err := gitstore.LockCompaction(l.Files.CompactLock(), false)
 	if err != nil || lock == nil {
 		return // busy, or no lock to be had: the next append tries again
-	}
-	db, err := l.Repo.Objects()
-	if err != nil {
-		lock.Close()
-		return
 	}
 	if _, more, err := gitstore.CompactSmall(db, l.Repo.ObjectDir, inlineCompactBytes); err != nil || !more {
 		lock.Close() // done, or failed: the next append tries again

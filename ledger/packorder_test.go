@@ -133,3 +133,64 @@ func TestRecordRewrittenInPlace(t *testing.T) {
 		t.Errorf("record is %d bytes %q, want the %d of a padded record", len(b2), b2, len(b))
 	}
 }
+
+// An append reads the pack directory once, when it opens the object database:
+// whether a compaction is due after it is decided on that listing and the
+// pack it added (ObjectDB.NeedsCompaction), not on a second read. Counted on
+// a note that compacts nothing, and on one that finds 12 mergeable packs and
+// compacts them, so the count is not bought by missing compactions.
+func TestAppendListsPackDirOnce(t *testing.T) {
+	t.Parallel()
+	dir := initRepo(t)
+	packDir := filepath.Join(gitDir(t, dir), "objects", "pack")
+	packs := func() int {
+		m, _ := filepath.Glob(filepath.Join(packDir, "*.pack"))
+		return len(m)
+	}
+	// Directory reads of objects/pack by one traced note (opens with
+	// O_DIRECTORY; the pack directory's fsync opens it without).
+	listings := func(msg string) int {
+		n := 0
+		for _, line := range tracedNote(t, dir, msg, "-e", "trace=openat,open") {
+			if strings.Contains(line, `"`+packDir+`"`) && strings.Contains(line, "O_DIRECTORY") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := listings("first"); n != 1 {
+		t.Errorf("a note that compacts nothing read the pack directory %d times, want 1", n)
+	}
+	for packs() < 11 {
+		testrepo.Run(t, dir, "filler", nil, "note", "filler")
+	}
+	if packs() != 11 {
+		t.Fatalf("%d packs before the compacting note, want 11", packs())
+	}
+	// The 12th pack makes the note compact: the merge lists the directory
+	// itself (stale temporaries, then the candidates of each round).
+	if n := listings("twelfth"); n < 2 {
+		t.Errorf("the note that found 12 packs read the pack directory %d times: it cannot have compacted", n)
+	}
+	if n := packs(); n >= 12 {
+		t.Errorf("%d packs after the 12th: the note did not compact", n)
+	}
+}
+
+// tracedNote runs `tally note msg` in dir under strace with the options
+// given and returns the lines strace wrote.
+func tracedNote(t *testing.T, dir, msg string, options ...string) []string {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "trace")
+	args := append([]string{"-f", "-qq", "-o", log}, options...)
+	cmd := exec.Command(testrepo.Strace(t), append(args, testrepo.Tally(t), "-C", dir, "note", msg)...)
+	cmd.Env = testrepo.Env("TALLY_ACTOR=traced")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tally note %s: %v %s", msg, err, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(b), "\n")
+}
