@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -373,19 +370,9 @@ func (l *Ledger) EntryTime(snap *Snapshot) time.Time {
 	return now
 }
 
-// newNonce returns 16 random bytes in hex. They come from the getrandom
-// system call itself, the kernel source crypto/rand reads too: crypto/rand
-// (like unix.Getrandom) goes through the vDSO, whose first read in a process
-// maps and faults in per-thread state, and arms a timer that starts a thread;
-// for 16 bytes that was ≈ 0.7% of a note's CPU. getrandom never returns
-// fewer than 256 bytes asked for; crypto/rand remains the fallback should the
-// call fail (a kernel without it).
 func newNonce() string {
 	var b [16]byte
-	n, _, errno := unix.Syscall(unix.SYS_GETRANDOM, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0)
-	if errno != 0 || n != uintptr(len(b)) {
-		crand.Read(b[:])
-	}
+	crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
