@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -381,7 +382,7 @@ func (st *stagedPack) publish(protect bool) error {
 	if st.bornKeep {
 		st.keep = final + ".keep"
 	} else if protect {
-		switch err := os.Link(st.files[0].Name(), final+".keep"); {
+		switch err := linkOrCopy(st.files[0], final+".keep"); {
 		case errors.Is(err, fs.ErrExist):
 			// someone else's keep (git's, or a writer of the same pack): it
 			// protects the pack as well, and is not ours to remove
@@ -395,7 +396,7 @@ func (st *stagedPack) publish(protect bool) error {
 		return nil // complete already, directory entries included
 	}
 	if st.bornKeep {
-		if err := os.Link(st.keep, final+".pack"); err != nil {
+		if err := linkOrCopy(st.files[0], final+".pack"); err != nil {
 			return err
 		}
 		st.unlisted = append(st.unlisted, final+".pack")
@@ -411,6 +412,41 @@ func (st *stagedPack) publish(protect bool) error {
 	}
 	st.unlisted = nil
 	return syncDir(st.dir)
+}
+
+// link gives a file a second name; a variable so that a test can stand
+// for a filesystem without hard links.
+var link = os.Link
+
+// linkOrCopy gives the pack file src the second name dst, which must not
+// exist (fs.ErrExist if it does): a hard link, or, where the filesystem has
+// none (FAT, some network and FUSE mounts; git's own object writes fall back
+// from linking there too), a copy created with O_EXCL and synced before it
+// returns, so that the .idx renamed after it never names a pack that a
+// power cut could lose. git reads a .pack only through its .idx and only
+// tests whether a .keep exists, so neither name is read while the copy is
+// being written.
+func linkOrCopy(src *os.File, dst string) error {
+	err := link(src.Name(), dst)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	f, cerr := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	_, cerr = io.Copy(f, io.NewSectionReader(src, 0, math.MaxInt64))
+	if cerr == nil {
+		cerr = f.Sync()
+	}
+	if e := f.Close(); cerr == nil {
+		cerr = e
+	}
+	if cerr != nil {
+		os.Remove(dst)
+		return errors.Join(err, cerr)
+	}
+	return nil
 }
 
 // abort removes whatever publish has not made visible (the pack's final

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -347,5 +348,44 @@ func TestRemoveStaleTempsPackWithoutIdx(t *testing.T) {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s removed: %v", filepath.Base(p), err)
 		}
+	}
+}
+
+// On a filesystem without hard links a pack born as its .keep gets its
+// .pack name as a copy: the append still lands, git reads every object
+// through the published index, the .keep is there until the ref has moved
+// and gone after, and nothing temporary is left.
+func TestPackWriterWithoutHardLinks(t *testing.T) {
+	link = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EPERM} }
+	t.Cleanup(func() { link = os.Link })
+	r := odbNewRepo(t)
+	w := NewPackWriter()
+	objs, _, commit, _ := odbSampleObjects(w, "nolinks")
+	repo, err := Open(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := AcquireWriterLock(filepath.Join(r.dir, ".git", "tally", "writer.lock"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Release()
+	name, err := repo.UpdateRefWithPack(wl, "refs/heads/x", ObjectID{}, commit, w)
+	if err != nil {
+		t.Fatalf("append without hard links: %v", err)
+	}
+	base := filepath.Join(r.objects(), "pack", name)
+	if fileExists(base + ".keep") {
+		t.Errorf("%s.keep remains after the ref moved", name)
+	}
+	r.git(nil, "verify-pack", base+".idx")
+	for id := range objs {
+		r.git(nil, "cat-file", "-e", id.String())
+	}
+	if got := strings.TrimSpace(string(r.git(nil, "rev-parse", "refs/heads/x"))); got != commit.String() {
+		t.Fatalf("refs/heads/x = %s, want %s", got, commit)
+	}
+	if left, _ := filepath.Glob(filepath.Join(r.objects(), "pack", "*tmp*")); len(left) != 0 {
+		t.Errorf("temporaries left: %v", left)
 	}
 }
