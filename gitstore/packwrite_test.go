@@ -258,16 +258,7 @@ func TestPackWriterReplacesLeftoverPack(t *testing.T) {
 				t.Fatal(err)
 			}
 			if protect {
-				repo, err := Open(r.dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wl, err := AcquireWriterLock(filepath.Join(r.dir, ".git", "tally", "writer.lock"), time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer wl.Release()
-				if _, err := repo.UpdateRefWithPack(wl, "refs/heads/x", ObjectID{}, commit, w); err != nil {
+				if _, err := r.appendPack(t, commit, w); err != nil {
 					t.Fatal(err)
 				}
 			} else if _, err := w.WriteTo(r.objects()); err != nil {
@@ -361,16 +352,7 @@ func TestPackWriterWithoutHardLinks(t *testing.T) {
 	r := odbNewRepo(t)
 	w := NewPackWriter()
 	objs, _, commit, _ := odbSampleObjects(w, "nolinks")
-	repo, err := Open(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wl, err := AcquireWriterLock(filepath.Join(r.dir, ".git", "tally", "writer.lock"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wl.Release()
-	name, err := repo.UpdateRefWithPack(wl, "refs/heads/x", ObjectID{}, commit, w)
+	name, err := r.appendPack(t, commit, w)
 	if err != nil {
 		t.Fatalf("append without hard links: %v", err)
 	}
@@ -388,4 +370,20 @@ func TestPackWriterWithoutHardLinks(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(r.objects(), "pack", "*tmp*")); len(left) != 0 {
 		t.Errorf("temporaries left: %v", left)
 	}
+}
+
+// appendPack creates refs/heads/x at commit with w's objects as an append
+// does (UpdateRefWithPack under the writer lock) and returns the pack's name.
+func (r *odbRepo) appendPack(t *testing.T, commit ObjectID, w *PackWriter) (string, error) {
+	t.Helper()
+	repo, err := Open(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := AcquireWriterLock(filepath.Join(r.dir, ".git", "tally", "writer.lock"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Release()
+	return repo.UpdateRefWithPack(wl, "refs/heads/x", ObjectID{}, commit, w)
 }
