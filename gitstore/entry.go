@@ -60,18 +60,12 @@ func DecodeEntry(entry []byte, max uint64) (*Object, error) {
 	if size > max {
 		return nil, fmt.Errorf("gitstore: pack entry of %d bytes, more than %d", size, max)
 	}
-	r := bytes.NewReader(entry[n:])
-	zr, err := packZlibReaderOn(r)
+	data, end, err := packInflate(entry[n:], size)
 	if err != nil {
 		return nil, fmt.Errorf("gitstore: pack entry: %w", err)
 	}
-	data, err := odbInflateRest(zr, size, len(entry)-n)
-	packZlibPool.Put(zr)
-	if err != nil {
-		return nil, fmt.Errorf("gitstore: pack entry: %w", err)
-	}
-	if r.Len() != 0 {
-		return nil, fmt.Errorf("gitstore: pack entry: %d bytes after its zlib stream", r.Len())
+	if rest := len(entry) - n - end; rest != 0 {
+		return nil, fmt.Errorf("gitstore: pack entry: %d bytes after its zlib stream", rest)
 	}
 	t := ObjectType(kind)
 	return &Object{id: HashObject(t, data), typ: t, data: data, entry: entry}, nil
@@ -114,17 +108,11 @@ func (m *packMaps) storedObject(id ObjectID, off uint64) *Object {
 	if !ok || err != nil || e.kind < int8(CommitObject) || e.kind > int8(TagObject) {
 		return nil
 	}
-	r := bytes.NewReader(m.data[e.start : len(m.data)-20])
-	zr, err := packZlibReaderOn(r)
+	data, end, err := packInflate(m.data[e.start:len(m.data)-20], e.size)
 	if err != nil {
 		return nil
 	}
-	data, err := odbInflateRest(zr, e.size, int(r.Size()))
-	packZlibPool.Put(zr)
-	if err != nil {
-		return nil
-	}
-	entry, err := checkedEntry(m.data, off, uint64(len(m.data)-20-r.Len()), m.idx.crc(pos))
+	entry, err := checkedEntry(m.data, off, uint64(e.start+end), m.idx.crc(pos))
 	if err != nil {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 
 // inflateZlib decodes src, which starts with a zlib stream (RFC 1950) of
 // deflate data (RFC 1951) that inflates to exactly size bytes, and returns
-// those bytes. It fails if the header is not zlib's (or asks for a preset
+// those bytes with the length of the stream (its Adler-32 included). It fails if the header is not zlib's (or asks for a preset
 // dictionary), if the deflate data is malformed or ends early, if it
 // inflates to more or fewer than size bytes, or if the Adler-32 after it
 // differs from that of the bytes: it accepts exactly the streams
@@ -27,16 +27,16 @@ import (
 // streams, are decoded canonically bit by bit), allocates nothing but the
 // result, and decodes into the result itself, which holds the whole
 // window since the size is known.
-func inflateZlib(src []byte, size uint64) ([]byte, error) {
+func inflateZlib(src []byte, size uint64) ([]byte, int, error) {
 	if len(src) < 2 {
-		return nil, errInflateEOF
+		return nil, 0, errInflateEOF
 	}
 	cmf, flg := src[0], src[1]
 	if cmf&0x0f != 8 || cmf>>4 > 7 || (uint(cmf)<<8|uint(flg))%31 != 0 {
-		return nil, errors.New("zlib: invalid header")
+		return nil, 0, errors.New("zlib: invalid header")
 	}
 	if flg&0x20 != 0 {
-		return nil, errors.New("zlib: invalid dictionary")
+		return nil, 0, errors.New("zlib: invalid dictionary")
 	}
 	d := inflaters.Get().(*inflater)
 	defer inflaters.Put(d)
@@ -45,20 +45,20 @@ func inflateZlib(src []byte, size uint64) ([]byte, error) {
 	out, err := d.inflate(out)
 	d.src = nil
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if uint64(len(out)) != size {
-		return nil, errors.New("flate: stream shorter than its object")
+		return nil, 0, errors.New("flate: stream shorter than its object")
 	}
 	// The checksum follows the deflate data at the next byte boundary.
 	p := d.pos - int(d.nbits/8)
 	if p+4 > len(src) {
-		return nil, errInflateEOF
+		return nil, 0, errInflateEOF
 	}
 	if binary.BigEndian.Uint32(src[p:]) != adler32.Checksum(out) {
-		return nil, errors.New("zlib: invalid checksum")
+		return nil, 0, errors.New("zlib: invalid checksum")
 	}
-	return out, nil
+	return out, p + 4, nil
 }
 
 var (

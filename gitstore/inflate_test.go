@@ -17,23 +17,28 @@ import (
 
 // zlibReference is what the pack reader did before inflateZlib, and still
 // does for loose objects: compress/zlib read to size bytes, then to io.EOF.
-func zlibReference(src []byte, size uint64) ([]byte, error) {
-	zr, err := zlib.NewReader(bytes.NewReader(src))
+// It returns the stream's length too: zlib reads a bytes.Reader (an
+// io.ByteReader) exactly to the end of the stream's checksum.
+func zlibReference(src []byte, size uint64) ([]byte, int, error) {
+	r := bytes.NewReader(src)
+	zr, err := zlib.NewReader(r)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return odbInflateRest(zr, size, len(src))
+	data, err := odbInflateRest(zr, size, len(src))
+	return data, len(src) - r.Len(), err
 }
 
 // inflateAgrees fails t unless inflateZlib and zlibReference both refuse
-// src as holding size bytes, or both give the same bytes.
+// src as holding size bytes, or both give the same bytes and find the
+// stream ending at the same byte.
 func inflateAgrees(t *testing.T, what string, src []byte, size uint64) bool {
 	t.Helper()
-	got, err := inflateZlib(src, size)
-	want, werr := zlibReference(src, size)
-	if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
-		t.Errorf("%s (%d compressed bytes, size %d): inflateZlib %d bytes, %v; compress/zlib %d bytes, %v",
-			what, len(src), size, len(got), err, len(want), werr)
+	got, end, err := inflateZlib(src, size)
+	want, wend, werr := zlibReference(src, size)
+	if (err == nil) != (werr == nil) || !bytes.Equal(got, want) || (err == nil && end != wend) {
+		t.Errorf("%s (%d compressed bytes, size %d): inflateZlib %d bytes ending at %d, %v; compress/zlib %d bytes ending at %d, %v",
+			what, len(src), size, len(got), end, err, len(want), wend, werr)
 		return false
 	}
 	return true
@@ -116,7 +121,7 @@ func TestInflateMatchesZlib(t *testing.T) {
 	long := false
 	rng := rand.New(rand.NewPCG(1, 2))
 	for name, src := range inflateStreams(t) {
-		want, err := zlibReference(src, uint64(len(inflateCorpus()[strings.Split(name, "/")[0]])))
+		want, _, err := zlibReference(src, uint64(len(inflateCorpus()[strings.Split(name, "/")[0]])))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -156,7 +161,7 @@ func TestInflateMatchesZlib(t *testing.T) {
 func TestInflateRefusesDamage(t *testing.T) {
 	src := inflateStreams(t)["json/zlib-1"]
 	size := uint64(len(inflateCorpus()["json"]))
-	if _, err := inflateZlib(src, size); err != nil {
+	if _, _, err := inflateZlib(src, size); err != nil {
 		t.Fatal(err)
 	}
 	for what, change := range map[string]func(b []byte){
@@ -170,7 +175,7 @@ func TestInflateRefusesDamage(t *testing.T) {
 	} {
 		b := bytes.Clone(src)
 		change(b)
-		if out, err := inflateZlib(b, size); err == nil {
+		if out, _, err := inflateZlib(b, size); err == nil {
 			t.Errorf("%s changed: inflated %d bytes without an error", what, len(out))
 		}
 		inflateAgrees(t, what+" changed", b, size)
@@ -181,7 +186,7 @@ func TestInflateRefusesDamage(t *testing.T) {
 func FuzzInflate(f *testing.F) {
 	for name, src := range inflateStreams(&testing.T{}) {
 		if strings.HasPrefix(name, "json/") || strings.HasPrefix(name, "byte/") || strings.HasPrefix(name, "empty/") {
-			want, _ := zlibReference(src, uint64(len(inflateCorpus()[strings.Split(name, "/")[0]])))
+			want, _, _ := zlibReference(src, uint64(len(inflateCorpus()[strings.Split(name, "/")[0]])))
 			f.Add(src, uint16(len(want)))
 		}
 	}

@@ -685,11 +685,11 @@ func looseRead(f *os.File, id ObjectID) (ObjectType, []byte, error) {
 
 // looseDecode decodes a loose object file, zlib("<type> <size>\x00" + data).
 func looseDecode(buf []byte) (ObjectType, []byte, error) {
-	zr, err := packZlibReader(buf)
+	zr, err := looseZlibReader(buf)
 	if err != nil {
 		return 0, nil, err
 	}
-	defer packZlibPool.Put(zr)
+	defer looseZlibPool.Put(zr)
 	hdr := make([]byte, 32) // longer than any valid header
 	n := 0
 	for ; n == 0 || hdr[n-1] != 0; n++ {
@@ -726,35 +726,32 @@ func odbInflateRest(zr io.Reader, size uint64, compressed int) ([]byte, error) {
 	return buf, nil
 }
 
-// packInflate inflates a pack entry's zlib stream (src, to the pack's
-// trailer), which must hold exactly size bytes: odbInflateRest's rule, by
-// inflateZlib.
-func packInflate(src []byte, size uint64) ([]byte, error) {
+// packInflate inflates a pack entry's zlib stream (src, from the stream's
+// start to the end of what may hold it), which must hold exactly size
+// bytes: odbInflateRest's rule, by inflateZlib. It returns the content and
+// the stream's length, where the entry ends.
+func packInflate(src []byte, size uint64) ([]byte, int, error) {
 	if size > uint64(len(src))*packMaxInflateRatio+64 {
-		return nil, fmt.Errorf("implausible size %d", size)
+		return nil, 0, fmt.Errorf("implausible size %d", size)
 	}
-	body, err := inflateZlib(src, size)
+	body, n, err := inflateZlib(src, size)
 	if err != nil {
-		return nil, fmt.Errorf("inflating %d bytes: %w", size, err)
+		return nil, 0, fmt.Errorf("inflating %d bytes: %w", size, err)
 	}
-	return body, nil
+	return body, n, nil
 }
 
-// packZlibPool holds zlib readers (which implement zlib.Resetter) for reuse: each
-// carries ~40 KiB of inflate state that small objects would otherwise reallocate.
-var packZlibPool sync.Pool
+// looseZlibPool holds zlib readers (which implement zlib.Resetter) for
+// reuse: each carries ~40 KiB of inflate state. Pack entries are inflated by
+// inflateZlib (packInflate); compress/zlib reads loose objects, whose size
+// is known only once their header is inflated.
+var looseZlibPool sync.Pool
 
-func packZlibReader(src []byte) (io.ReadCloser, error) {
-	return packZlibReaderOn(bytes.NewReader(src))
-}
-
-// packZlibReaderOn is packZlibReader reading r, which, being an
-// io.ByteReader, zlib reads exactly up to the stream's end and checksum:
-// what r has left after the stream is what follows it.
-func packZlibReaderOn(r *bytes.Reader) (io.ReadCloser, error) {
-	if zr, ok := packZlibPool.Get().(io.ReadCloser); ok {
+func looseZlibReader(src []byte) (io.ReadCloser, error) {
+	r := bytes.NewReader(src)
+	if zr, ok := looseZlibPool.Get().(io.ReadCloser); ok {
 		if err := zr.(zlib.Resetter).Reset(r, nil); err != nil {
-			packZlibPool.Put(zr)
+			looseZlibPool.Put(zr)
 			return nil, err
 		}
 		return zr, nil
@@ -1130,7 +1127,7 @@ func (db *ObjectDB) packRead(loc odbLoc, depth int, hint **packFile) (ObjectType
 		e, err := loc.m.entry(off)
 		var body []byte
 		if err == nil {
-			body, err = packInflate(loc.m.data[e.start:len(loc.m.data)-20], e.size)
+			body, _, err = packInflate(loc.m.data[e.start:len(loc.m.data)-20], e.size)
 		}
 		if err != nil {
 			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, off, err)
