@@ -70,3 +70,23 @@ func TestDeflateSmall(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDeflateSmall checks that whatever deflateSmall writes, compress/flate
+// and inflateZlib (in zlibAppend's wrapper) read back as the input.
+func FuzzDeflateSmall(f *testing.F) {
+	for _, src := range inflateCorpus() {
+		f.Add(src[:min(len(src), deflateSmallMax)])
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		src = src[:min(len(src), deflateSmallMax)]
+		back, err := io.ReadAll(flate.NewReader(bytes.NewReader(deflateSmall(nil, src))))
+		if err != nil || !bytes.Equal(back, src) {
+			t.Fatalf("compress/flate reads %d bytes, %v; want the %d given", len(back), err, len(src))
+		}
+		z := zlibAppend(nil, src)
+		got, end, err := inflateZlib(z, uint64(len(src)))
+		if err != nil || !bytes.Equal(got, src) || end != len(z) {
+			t.Fatalf("inflateZlib reads %d bytes to %d of %d, %v; want the %d given", len(got), end, len(z), err, len(src))
+		}
+	})
+}
