@@ -17,7 +17,8 @@ const deflateHashBits = 11
 // deflateSmall appends to dst the deflate data (RFC 1951) of src, at most
 // deflateSmallMax bytes, as one final block: a fixed-Huffman block of
 // greedy LZ77 matches (of 4 to 258 bytes, found through a hash of their
-// first four) or, where that would not be shorter, a stored block.
+// first four) or, where that would not be shorter, a stored block: the
+// output is never longer than len(src)+5 bytes.
 //
 // It exists for the dozen objects of a few hundred bytes an append writes,
 // mostly hashes and text around them, where a general compressor's cost is

@@ -23,8 +23,9 @@ import (
 )
 
 // packZlibWriters holds compress/zlib writers, at git's default level, for
-// objects too large for deflateSmall: few (a large tree or plan blob), and
-// git repack reuses their compressed data, so the size is kept for good.
+// objects too large for deflateSmall: few (a large tree or plan blob), so
+// that the writer's Reset clearing 640 KiB of match tables costs little,
+// and git repack reuses their compressed data, so the size is kept.
 var packZlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
 
 // zlibAppend appends the zlib stream (RFC 1950) of data to dst.
