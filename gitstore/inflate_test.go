@@ -75,8 +75,9 @@ func inflateCorpus() map[string][]byte {
 
 // inflateStreams compresses each corpus entry with the writers a
 // repository's objects come from: compress/zlib at every kind of level
-// (git and zlib make the same kinds of blocks) and klauspost's zlib and
-// stateless deflate, which tally's packs are written with.
+// (git and zlib make the same kinds of blocks), tally's own (zlibAppend),
+// and klauspost's zlib and stateless deflate, which tally's packs were
+// written with before.
 func inflateStreams(t *testing.T) map[string][]byte {
 	type writer func(w io.Writer, level int) (io.WriteCloser, error)
 	writers := []struct {
@@ -91,12 +92,14 @@ func inflateStreams(t *testing.T) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for name, data := range inflateCorpus() {
-		// klauspost's stateless deflate in a zlib wrapper, as main's
-		// appends write small objects (one block, or stored blocks).
+		// klauspost's stateless deflate in a zlib wrapper, as appends
+		// wrote small objects before deflateSmall (one block, or stored
+		// blocks).
 		b := bytes.NewBuffer([]byte{0x78, 0x01})
 		kflate.StatelessDeflate(b, data, true, nil)
 		b.Write(binary.BigEndian.AppendUint32(nil, adler32.Checksum(data)))
 		out[name+"/stateless"] = b.Bytes()
+		out[name+"/tally"] = zlibAppend(nil, data)
 		for _, w := range writers {
 			for _, level := range w.levels {
 				var b bytes.Buffer

@@ -2,6 +2,7 @@ package gitstore
 
 import (
 	"bytes"
+	"compress/zlib"
 	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
@@ -19,49 +20,28 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/klauspost/compress/flate"
-	"github.com/klauspost/compress/zlib"
 )
 
-// packZlibLevel is the level of objects larger than one stateless block
-// (zlibStateless). git repack reuses the compressed data, so the size is kept
-// for good. The writer is klauspost/compress's zlib, not the standard
-// library's: at the default level the standard compressor clears 640 KiB of
-// hash tables on every Reset, which is most of the cost of a small object;
-// this one resets in constant time and, on cell blobs, took a quarter of the
-// CPU time for a 5% smaller output. Reading stays with the standard library,
-// which inflated them as fast.
-const packZlibLevel = zlib.DefaultCompression
+// packZlibWriters holds compress/zlib writers, at git's default level, for
+// objects too large for deflateSmall: few (a large tree or plan blob), so
+// that the writer's Reset clearing 640 KiB of match tables costs little,
+// and git repack reuses their compressed data, so the size is kept.
+var packZlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
 
-var packZlibWriters = sync.Pool{New: func() any {
-	zw, _ := zlib.NewWriterLevel(nil, packZlibLevel)
-	return zw
-}}
-
-// zlibStateless is the size up to which an object is compressed by
-// klauspost's stateless deflate (one block, a 16 KiB hash table on the
-// stack) rather than by a pooled level-5 writer. An append writes about a
-// dozen objects of a few hundred bytes, mostly hashes; the level-5 writer's
-// 384 KiB of match tables, touched once per process, were 200 of a `tally
-// note`'s 700 page faults, for 4.5% fewer bytes an entry.
-const zlibStateless = 1<<15 - 1
-
-// zlibAppend appends the zlib stream of data to buf.
-func zlibAppend(buf *bytes.Buffer, data []byte) {
-	if len(data) > zlibStateless {
+// zlibAppend appends the zlib stream (RFC 1950) of data to dst.
+func zlibAppend(dst, data []byte) []byte {
+	if len(data) > deflateSmallMax {
+		buf := bytes.NewBuffer(dst)
 		zw := packZlibWriters.Get().(*zlib.Writer)
 		zw.Reset(buf)
 		zw.Write(data) // writes to a bytes.Buffer cannot fail
 		zw.Close()
 		packZlibWriters.Put(zw)
-		return
+		return buf.Bytes()
 	}
-	buf.Write([]byte{0x78, 0x01}) // deflate, 32 KiB window, FLEVEL 0: no preset dictionary
-	flate.StatelessDeflate(buf, data, true, nil)
-	var sum [4]byte
-	binary.BigEndian.PutUint32(sum[:], adler32.Checksum(data))
-	buf.Write(sum[:])
+	dst = append(dst, 0x78, 0x01) // deflate, 32 KiB window, FLEVEL 0: no preset dictionary
+	dst = deflateSmall(dst, data)
+	return binary.BigEndian.AppendUint32(dst, adler32.Checksum(data))
 }
 
 // PackWriter collects objects and writes them as one pack without deltas.
@@ -104,14 +84,15 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 // size header (packEntryHeader), then its content as one zlib stream.
 func encodeEntry(t ObjectType, data []byte) []byte {
 	size := uint64(len(data))
-	hdr := []byte{byte(t)<<4 | byte(size&15)}
+	// One allocation for a small object: a header of at most 10 bytes,
+	// zlib's 6 and deflateSmall's at most 5 around the bytes.
+	e := make([]byte, 1, 21+len(data))
+	e[0] = byte(t)<<4 | byte(size&15)
 	for size >>= 4; size > 0; size >>= 7 {
-		hdr[len(hdr)-1] |= 0x80
-		hdr = append(hdr, byte(size&0x7f))
+		e[len(e)-1] |= 0x80
+		e = append(e, byte(size&0x7f))
 	}
-	buf := bytes.NewBuffer(hdr)
-	zlibAppend(buf, data)
-	return buf.Bytes()
+	return zlibAppend(e, data)
 }
 
 // AddObject adds o, whose id its constructor computed (NewObject,
