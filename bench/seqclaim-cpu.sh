@@ -21,6 +21,7 @@
 # runs the same two scenarios with git's trace2 events on (which name each
 # git process's pid, subcommand and parent commands) and prints the CPU and
 # the processes per claim by command and side (bench/seqclaim-procs.py).
+# KEEP=1 leaves the records and traces in the work directory.
 set -e
 if [ "$1" = --scenario ]; then
 	bin=$2 n=$3 sbin=$4 agents=$5

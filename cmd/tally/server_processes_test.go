@@ -28,7 +28,8 @@ import (
 // no tr. A raw push over the git protocol of a commit whose parent the
 // server does not have is still refused by that check ("missing necessary
 // objects") and stores no ref; a request beside a forged ledger commit is
-// still refused whole by tally's pre-receive.
+// still refused whole by tally's pre-receive. hooks uninstall unsets the
+// setting.
 func TestServerPushProcesses(t *testing.T) {
 	t.Parallel()
 	trace := t.TempDir()
@@ -114,6 +115,14 @@ func TestServerPushProcesses(t *testing.T) {
 	}
 	if after := c.lsRemote(); after != before {
 		t.Fatalf("the refused push moved the server's refs:\n%s\n->\n%s", before, after)
+	}
+
+	// uninstall takes the setting back with the shims.
+	if p := netRun(c.bin, c.bare, "server", nil, "hooks", "uninstall"); p.Code != 0 {
+		t.Fatalf("hooks uninstall: %s", p)
+	}
+	if v, err := netGit(c.bare, nil, "config", hooks.AlternateRefsConfig); err == nil {
+		t.Fatalf("after hooks uninstall, %s is still %q", hooks.AlternateRefsConfig, v)
 	}
 }
 
