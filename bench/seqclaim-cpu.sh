@@ -11,9 +11,17 @@
 # 30) sequenced `claim --next` per agent, one after another in each clone
 # and the clones at once (unsynchronized, as RemoteContention), each whole
 # run under `perf record -e task-clock` (which follows the children:
-# the daemon's and the hooks'). The difference of the two runs,
+# the daemon's and the hooks'). SEQCLAIM_SERVER_CONFIG (KEY=VALUE words) is
+# set in the server's repository after the install. The difference of the two runs,
 # divided by CLAIMS*AGENTS, is printed per process name (ms of CPU per
 # claim), then the total. Needs perf, git, python3.
+#
+#   bench/seqclaim-cpu.sh --procs TALLY_BIN [CLAIMS [AGENTS]]
+#
+# runs the same two scenarios with git's trace2 events on (which name each
+# git process's pid, subcommand and parent commands) and prints the CPU and
+# the processes per claim by command and side (bench/seqclaim-procs.py).
+# KEEP=1 leaves the records and traces in the work directory.
 set -e
 if [ "$1" = --scenario ]; then
 	bin=$2 n=$3 sbin=$4 agents=$5
@@ -25,6 +33,9 @@ if [ "$1" = --scenario ]; then
 	git config --global init.defaultBranch main
 	git init -q --bare "$w/srv/shared.git"
 	(cd "$w/srv/shared.git" && "$bin" hooks install --server --tally "$sbin" >/dev/null)
+	for kv in $SEQCLAIM_SERVER_CONFIG; do
+		git -C "$w/srv/shared.git" config "${kv%%=*}" "${kv#*=}"
+	done
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	git daemon --reuseaddr --listen=127.0.0.1 --port="$port" --base-path="$w/srv" --export-all --enable=receive-pack "$w/srv" &
 	dpid=$!
@@ -59,11 +70,25 @@ if [ "$1" = --scenario ]; then
 	wait $pids # not the daemon
 	exit 0
 fi
+procs=
+if [ "$1" = --procs ]; then
+	procs=1
+	shift
+fi
 bin=$(realpath "$1") n=${2:-30} agents=${3:-1}
 d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+trap '[ -n "$KEEP" ] || rm -rf "$d"' EXIT
 sbin=$d/srv-$(basename "$bin")
 cp "$bin" "$sbin"
+if [ -n "$procs" ]; then
+	for k in 0 "$n"; do
+		mkdir -p "$d/$k/tr2"
+		GIT_TRACE2_EVENT=$d/$k/tr2 GIT_TRACE2_EVENT_NESTING=1 perf record -q -e task-clock -o "$d/rec-$k" "$0" --scenario "$bin" "$k" "$sbin" "$agents" >/dev/null 2>&1
+		perf script -i "$d/rec-$k" -F pid,comm,period 2>/dev/null >"$d/$k/samples"
+	done
+	python3 "$(dirname "$0")/seqclaim-procs.py" "$d/0" "$d/$n" "$((n * agents))"
+	exit 0
+fi
 for k in 0 "$n"; do
 	perf record -q -e task-clock -o "$d/rec-$k" "$0" --scenario "$bin" "$k" "$sbin" "$agents" >/dev/null 2>&1
 	perf report -i "$d/rec-$k" --sort comm --stdio -F period,comm 2>/dev/null | awk '!/^#/ && NF == 2 {print $2, $1 / 1e6}' >"$d/ms-$k"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/tally-dev/tally/errs"
@@ -166,15 +167,16 @@ fi
 // sequencer: there the proc-receive hook judges each request by everything
 // pre-receive would (the pusher binding on the very tip the entry is built
 // on), and nothing else is updated. Otherwise tally's check runs on the same
-// commands. The config is read only for such pushes (one git and one tr
-// process, where tally's would cost several times that), value by value as
-// git's receive-pack reads it: -z keeps a value holding a newline one value
-// (tr makes the newline a space, and no value with a space covers a ref),
-// where a line-by-line read could find "refs/for/tally" in it and skip
-// pre-receive for requests git then stores as plain refs. A value whose modifiers leave out
-// additions does not hand requests over, and any negative value (whose
-// matching is git's to define) makes the full check run. The hook chained
-// before (with chain) runs in every case.
+// commands. The config is read only for such pushes, by one git process
+// that matches each value whole, as git's receive-pack reads it
+// (routedValues): it prints the values that hand requests over and any
+// value with a "!" (a negative one, whose matching is git's to define), so
+// no output, or output with a "!" in it, makes the full check run. git
+// matches a value as one string, newlines and all (no line of a value can
+// pass for a value), and the shell only looks for a "!" in what it printed:
+// a process fewer than splitting the values in the shell, which needed tr to
+// make git's NUL separators readable. The hook chained before (with chain)
+// runs in every case.
 func requestsOnly(chain bool) string {
 	zero := gitstore.ObjectID{}.String()
 	var b strings.Builder
@@ -192,30 +194,17 @@ done
 [ $n -lt %[1]d ] || only=
 skip=
 if [ -n "$only" ] && [ -n "$input" ]; then
-	skip=$(git config -z --get-regexp '%[5]s' | tr '\n\0' ' \n' | {
-		covered=
-		while IFS= read -r v; do
-			case "$v" in
-			"%[4]s "*) v=${v#"%[4]s "} ;;
-			*) covered=; break ;;
-			esac
-			case "$v" in
-			*!*) covered=; break ;;
-			*:*) case "${v%%%%:*}" in *a*) v=${v#*:} ;; *) continue ;; esac ;;
-			esac
-			while [ "${v%%/}" != "$v" ]; do v=${v%%/}; done
-			if [ -n "$v" ]; then
-				case %[3]s in "$v"|"$v"/*) covered=1 ;; esac
-			fi
-		done
-		echo "$covered"
-	})
+	routed=$(git config --get-regexp '%[4]s' '%[5]s') || routed=
+	case "$routed" in
+	""|*!*) ;;
+	*) skip=1 ;;
+	esac
 fi
 feed() {
 	printf '%%s' "$input"
 	[ $n -lt %[1]d ] || cat
 }
-`, requestsOnlyMax, zero, ledger.RequestPrefix, procReceiveKey, "^"+strings.ReplaceAll(procReceiveKey, ".", `\.`)+"$")
+`, requestsOnlyMax, zero, ledger.RequestPrefix, "^"+strings.ReplaceAll(procReceiveKey, ".", `\.`)+"$", routedValues)
 	if chain {
 		// ${0%/*}: git names a hook by a path with a directory, and a
 		// dirname process would cost every push a millisecond.
@@ -239,6 +228,24 @@ feed | "$tally_bin" hook pre-receive "$@"
 
 // procReceiveKey is ProcReceiveConfig as `git config --get-regexp` names it.
 var procReceiveKey = strings.ToLower(ProcReceiveConfig)
+
+// routedValues is the extended regular expression, matched against each
+// whole value of ProcReceiveConfig (git config's value pattern: no
+// REG_NEWLINE, so ^ and $ are the value's ends), that the pre-receive shim
+// asks git for: a value that hands ledger.RequestPrefix additions over by
+// sequencing's rule (modifiers before the first ":" that include "a", or
+// none; then a ref prefix of ledger.RequestPrefix at a "/", any trailing
+// slashes), or any value with a "!" in it. It must not start with "!",
+// which would make git negate it.
+var routedValues = func() string {
+	prefix := ""
+	parts := strings.Split(ledger.RequestPrefix, "/")
+	for i := len(parts) - 1; i > 0; i-- {
+		prefix = "(/" + regexp.QuoteMeta(parts[i]) + prefix + ")?"
+	}
+	prefix = regexp.QuoteMeta(parts[0]) + prefix + "/*$"
+	return "^[^:]*a[^:]*:" + prefix + "|^" + prefix + "|!"
+}()
 
 // requestsOnlyMax bounds the commands the pre-receive shim reads before
 // deciding; a push of more is checked by tally whatever it holds.
@@ -339,6 +346,9 @@ func Uninstall(repo *gitstore.Repo) ([]string, error) {
 			}
 			if ok && name == SequencerHook {
 				uninstallSequencer(repo)
+			}
+			if ok && name == "pre-receive" {
+				unsetServerConfig(repo)
 			}
 		}
 	}

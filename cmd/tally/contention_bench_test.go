@@ -48,7 +48,12 @@ func BenchmarkRemoteContention(b *testing.B) {
 				b.Run(fmt.Sprintf("server=%s/design=%s/agents=%d", kind, design, agents), func(b *testing.B) {
 					c := newNetCluster(b, kind)
 					if strings.HasPrefix(design, "main") {
-						// The server's hook and every client run the other build.
+						// The server's hook and every client run the other build,
+						// on a server set up by its install alone (this build's
+						// uninstall removes what this build's install set).
+						if p := netRun(c.bin, c.bare, "server", nil, "hooks", "uninstall"); p.Code != 0 {
+							b.Fatalf("%s", p)
+						}
 						c.bin = mainBin
 						if p := netRun(mainBin, c.bare, "server", nil, "hooks", "install", "--server"); p.Code != 0 {
 							b.Fatalf("%s", p)

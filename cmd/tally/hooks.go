@@ -55,11 +55,16 @@ func (a *app) hooksCmd() *cobra.Command {
 				}
 				out := map[string]any{"installed": paths, "binary": bin}
 				var seq *hooks.Sequencer
+				var settings *hooks.ServerConfig
 				if server {
 					if seq, err = hooks.InstallSequencer(c.L.Repo, bin); err != nil {
 						return err
 					}
 					out["sequencer"] = seq
+					if settings, err = hooks.SetServerConfig(c.L.Repo); err != nil {
+						return err
+					}
+					out["config"] = settings
 				}
 				if report != nil {
 					out["pusher"] = report
@@ -72,6 +77,14 @@ func (a *app) hooksCmd() *cobra.Command {
 						fmt.Fprintf(w, "installed %s: requests to %s/* are sequenced here\n", seq.Shim, seq.Refs)
 					} else if seq != nil {
 						fmt.Fprintf(w, "sequencer: not installed: %s\n", seq.Skipped)
+					}
+					if settings != nil {
+						for k, v := range settings.Set {
+							fmt.Fprintf(w, "set %s=%s (no git for-each-ref on every push)\n", k, v)
+						}
+						if settings.Skipped != "" {
+							fmt.Fprintf(w, "%s: not set: %s\n", hooks.AlternateRefsConfig, settings.Skipped)
+						}
 					}
 					if report != nil {
 						report.print(w)
