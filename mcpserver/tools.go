@@ -43,6 +43,7 @@ type ClaimIn struct {
 	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds"`
 	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
 	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process, in this boot and PID namespace, is gone (refused through a remote)"`
+	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"on NO-READY-CELL or LEASE-HELD, wait for the ledger to change and try again for up to this long (else WAIT-TIMEOUT), as claim --wait"`
 }
 
 func (ClaimIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
@@ -151,14 +152,16 @@ func (s *Server) tools() {
 		})
 	add(s, "claim", "Claim a cell (wave and cell, or next): a lease at a new epoch; keep the epoch for renew, run, done. "+
 		"LEASE-HELD (retryable) names the holder, epoch and expires_at; LEASE-OWNED (not retryable, yours: true) "+
-		"means you hold it already: renew it (tally claim).",
+		"means you hold it already: renew it. With wait_seconds, NO-READY-CELL and LEASE-HELD wait in the server for "+
+		"the ledger to change (tally claim --wait).",
 		func(_ context.Context, in ClaimIn) (out *tally.LeaseResult, err error) {
 			o := tally.ClaimOptions{Wave: in.Wave, Cell: in.Cell, Next: in.Next, TTL: in.TTL, PID: s.opt.PID,
 				Steal: in.Steal, ReclaimDead: in.ReclaimDead}
 			if in.Next {
 				o.Wave, o.NextWave = "", in.Wave
 			}
-			if err = s.call(func(c *tally.Client) error { out, err = c.Claim(o); return err }); err == nil {
+			wait := time.Duration(in.WaitSeconds) * time.Second
+			if err = s.call(func(c *tally.Client) error { out, err = c.ClaimWait(o, wait, nil); return err }); err == nil {
 				s.track(out.CellRef, out.Lease)
 			}
 			return out, err
