@@ -412,7 +412,7 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 // prints: its result with "ok": true, or its error object with "ok": false.
 type DoneNextResult struct {
 	*DoneResult
-	Next map[string]any `json:"next"`
+	Next map[string]any `json:"next,omitempty"`
 	// Claim is the claim's result (nil if it failed); NextErr why it failed.
 	Claim   *LeaseResult `json:"-"`
 	NextErr error        `json:"-"`

@@ -58,6 +58,12 @@ func BenchmarkDrainMCP8(b *testing.B) {
 	benchDrain(b, mcpAgents, false)
 }
 
+// BenchmarkDrainMCP8DoneNext: BenchmarkDrainMCP8 with done's next, one
+// call a cell.
+func BenchmarkDrainMCP8DoneNext(b *testing.B) {
+	benchDrain(b, mcpAgents, true)
+}
+
 // benchDrain drains a wave of TALLY_BENCH_CELLS cells with
 // TALLY_BENCH_WORKERS workers through the agents agents(bin, dir) makes (a
 // fresh set each iteration), batched as drain says, and checks every drain

@@ -67,10 +67,11 @@ func (a *mcpAgent) claim(wave string) proc {
 }
 
 func (a *mcpAgent) done(wave, cell string, epoch int64, next bool) proc {
+	args := map[string]any{"wave": wave, "cell": cell, "epoch": epoch}
 	if next {
-		return proc{Err: fmt.Errorf("the MCP done has no next")}
+		args["next"], args["next_wave"], args["wait_seconds"] = true, wave, 120
 	}
-	return a.call("done", map[string]any{"wave": wave, "cell": cell, "epoch": epoch})
+	return a.call("done", args)
 }
 
 func (a *mcpAgent) status(wave string) proc { return a.call("status", map[string]any{"wave": wave}) }

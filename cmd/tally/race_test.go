@@ -398,13 +398,19 @@ func cliAgents(bin, dir string) func(string) (drainAgent, error) {
 }
 
 // TestRaceDrain: 8 processes drain a wave of cells (independent cells and
-// dependency chains) with claim --next and done. Afterwards: every cell is
+// dependency chains) with claim --next and done, and again with done --next. Afterwards: every cell is
 // done exactly once; no (cell, epoch) was granted twice; each done carries
 // the epoch of the claim that granted it and comes from its holder; no cell
 // was claimed before its deps were done; every claim --next took the first
 // ready cell in plan order at its point of the chain; what the workers saw is
 // what the ledger says; and verify --full passes.
 func TestRaceDrain(t *testing.T) {
+	t.Run("claim+done", func(t *testing.T) { raceDrain(t, false) })
+	t.Run("done--next", func(t *testing.T) { raceDrain(t, true) })
+}
+
+// raceDrain is TestRaceDrain, batched as drain says.
+func raceDrain(t *testing.T, batched bool) {
 	n, procs := 200, 8
 	if stress() {
 		n = 1000
@@ -415,7 +421,7 @@ func TestRaceDrain(t *testing.T) {
 	planJSON, deps, order := drainPlan("drain", n)
 	r.ok("setup", "plan", r.file("drain.json", planJSON))
 
-	seen, seenDone, _, err := drain(cliAgents(bin, r.dir), "drain", n, procs, false)
+	seen, seenDone, _, err := drain(cliAgents(bin, r.dir), "drain", n, procs, batched)
 	if err != nil {
 		t.Fatal(err)
 	}
