@@ -170,3 +170,47 @@ func TestCrashDoneNext(t *testing.T) {
 	r.git("fsck", "--strict", "--no-progress")
 	r.ok("A", "verify", "--full")
 }
+
+// done answers its uncommitted-edits question from git's index when that
+// proves the tracked files unchanged, without a git process; with an edit
+// left uncommitted it asks git status, and warns as before.
+func TestDoneStatusFromIndex(t *testing.T) {
+	r := newRepo(t)
+	r.ok("A", "init")
+	r.ok("A", "plan", r.file("p.json", `{"wave":"w","cells":[{"id":"a"},{"id":"b"}]}`))
+	past := time.Now().Add(-time.Hour)
+	r.file("src/x.go", "package x\n")
+	os.Chtimes(filepath.Join(r.dir, "src/x.go"), past, past) // not racily clean in the index
+	r.git("add", "src/x.go")
+	r.git("commit", "-q", "-m", "x")
+	realGit, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, log := t.TempDir(), filepath.Join(t.TempDir(), "git.log")
+	script := "#!/bin/sh\necho \"$*\" >> " + log + "\nexec " + realGit + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := func(cell string) (warnings []any, spawned string) {
+		t.Helper()
+		os.Remove(log)
+		epoch := fmt.Sprint(num(t, obj(t, r.ok("A", "claim", "w/"+cell), "lease"), "epoch"))
+		res := testrepo.Run(t, r.dir, "A", []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")},
+			"done", "w/"+cell, "--epoch", epoch, "--json")
+		if res.Code != 0 {
+			t.Fatalf("done: %s", res)
+		}
+		b, _ := os.ReadFile(log)
+		return arr(t, res.JSON, "warnings"), string(b)
+	}
+	warnings, spawned := done("a")
+	if strings.Contains(spawned, "status") || len(warnings) != 1 { // "changes nothing since the base"
+		t.Fatalf("done in a clean work tree ran git %q, warned %v", spawned, warnings)
+	}
+	r.file("src/x.go", "package x // edited\n")
+	warnings, spawned = done("b")
+	if !strings.Contains(spawned, "status") || !strings.Contains(fmt.Sprint(warnings), "uncommitted edits are not in the receipt: src/x.go") {
+		t.Fatalf("done with an edit left ran git %q, warned %v", spawned, warnings)
+	}
+}
