@@ -5,8 +5,9 @@ package main
 //
 //	TMPDIR=/work/tmp go test ./cmd/tally -run '^$' -bench . -benchtime 3x
 //
-// TALLY_BENCH_CELLS sets the number of cells BenchmarkDrain8 drains per
-// iteration (default 200), TALLY_BENCH_WORKERS its number of workers
+// TALLY_BENCH_CELLS sets the number of cells the drain benchmarks (Drain8,
+// Drain8DoneNext, DrainMCP8, DrainMCP8DoneNext) drain per iteration
+// (default 200), TALLY_BENCH_WORKERS their number of workers
 // (default 8; 1 measures what a cell costs without contention).
 
 import (
