@@ -473,8 +473,8 @@ type worktreeStatus struct {
 // own git commands (and the other agents' done) need. It only reads, so a
 // status nobody waits for (the done failed) is left to finish. When the
 // index proves the tracked files unchanged (gitstore's WorkTreeClean), the
-// answer is git's empty one without a git process: a process start was a
-// sixth of a done's CPU in a long-lived server.
+// answer is git's empty one without a git process: that process was a
+// sixth of a cell's CPU in the drain through MCP servers.
 func (c *Client) startStatus() *worktreeStatus {
 	if c.L.Repo.WorkTree == "" {
 		return nil
