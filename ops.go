@@ -153,14 +153,7 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 			c.L.Lend(s) // the append decides again, on s if the tip has not moved
 		}
 	}
-	base := ""
-	if head, err := c.L.Repo.Head(); err == nil {
-		base = head.String()
-	}
-	self := lease.HolderID{Host: c.host, PID: o.PID}
-	if boot, ns, ok := processTable(); ok {
-		self.BootID, self.PIDNS, self.PIDStart = boot, ns, processStart(o.PID)
-	}
+	self, base := c.claimant(o.PID)
 	if o.Next && mode == lease.ModeClaim && c.sequencer {
 		return c.claimRequest(o, self, base)
 	}
@@ -169,7 +162,26 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &LeaseResult{appendedOf(ap), target, ap.Result.Effect.(*lease.Granted)}, nil
+	return leaseResult(ap, target), nil
+}
+
+// claimant is who claims, as the lease records it (this host, process pid
+// and the process table it runs in, when known), and the code base: the
+// work tree's HEAD, if any.
+func (c *Client) claimant(pid int) (self lease.HolderID, base string) {
+	if head, err := c.L.Repo.Head(); err == nil {
+		base = head.String()
+	}
+	self = lease.HolderID{Host: c.host, PID: pid}
+	if boot, ns, ok := processTable(); ok {
+		self.BootID, self.PIDNS, self.PIDStart = boot, ns, processStart(pid)
+	}
+	return self, base
+}
+
+// leaseResult is the outcome of the claim ap, of target.
+func leaseResult(ap *ledger.Appended, target lease.CellRef) *LeaseResult {
+	return &LeaseResult{appendedOf(ap), target, ap.Result.Effect.(*lease.Granted)}
 }
 
 // claimBuild builds the claim of o (mode, holder self, code base base) on
@@ -326,16 +338,26 @@ type DoneResult struct {
 // receipted commit at it. The receipt is the record; the note is a
 // convenience, so failing to write it is reported, not fatal.
 func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
+	res, _, err := c.done(req, nil)
+	return res, err
+}
+
+// done is Done, with then, if not nil, built as a second entry of the
+// receipt's append (on the state the receipt leaves), and its entry returned
+// if it landed. If the append of both fails once the receipt was built,
+// the receipt is appended alone (its own refusal, if any, is done's error)
+// and the second result is nil: then never decides whether the done stands.
+func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, *ledger.Appended, error) {
 	// The work tree does not move with the ledger: its status runs in a git
 	// process beside the append instead of after it.
 	status := c.startStatus()
 	prep, err := receipt.Prepare(c.L, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var done *lease.DoneBody
 	var paths []string
-	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
+	builds := []ledger.BuildFunc{func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
 		body, err := prep.Body(s)
 		if err != nil {
 			return nil, err
@@ -345,10 +367,26 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 			paths = cell.Paths
 		}
 		return &ledger.Draft{Kind: chain.KindDone, Body: body}, nil
-	})
-	if err != nil {
-		return nil, err
+	}}
+	thenBuilt := false // the receipt passed the rules: what failed after came from then or the write
+	if then != nil {
+		builds = append(builds, func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			thenBuilt = true
+			return then(s, now)
+		})
 	}
+	aps, err := c.appendBatch(builds)
+	if err != nil && thenBuilt {
+		aps, err = c.appendBatch(builds[:1])
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var next *ledger.Appended
+	if len(aps) > 1 {
+		next = aps[1]
+	}
+	ap := aps[0]
 	ref := ap.Result.Effect.(*lease.ReceiptRef)
 	prep.Taken()
 	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef, Warnings: doneWarnings(done, paths, status)}
@@ -358,13 +396,66 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	line := receipt.NoteLine(ap.Meta.Origin, ap.Entry.Seq, ap.Hash.String(), ref.Wave+"/"+ref.Cell, ref.Epoch)
 	if err := receipt.AddNote(c.L.Repo, c.L.NotesLock(), commit, line, who); err != nil {
 		res.Note = "not written: " + err.Error()
-		return res, nil
+		return res, next, nil
 	}
 	if c.Remote() != "" {
 		// The entry has landed, so the server's hook finds the receipt the
 		// note names. A note that does not reach the remote now stays
 		// pending in the local notes: done succeeded all the same.
 		res.NotesPush = c.pushNotes(c.Remote(), ap.Commit, who)
+	}
+	return res, next, nil
+}
+
+// DoneNextResult is the outcome of DoneNext: the done, which stands, and
+// as "next" what claiming the next ready cell gave, the object claim --next
+// prints: its result with "ok": true, or its error object with "ok": false.
+type DoneNextResult struct {
+	*DoneResult
+	Next map[string]any `json:"next,omitempty"`
+	// Claim is the claim's result (nil if it failed); NextErr why it failed.
+	Claim   *LeaseResult `json:"-"`
+	NextErr error        `json:"-"`
+}
+
+// DoneNext finishes the actor's cell as Done does, then claims the next ready
+// cell as ClaimWait(o, wait, onWait) does; o must be a plain claim with
+// Next. Its error is the done's only: once the done stands, a claim that
+// finds nothing or fails is reported in the result.
+//
+// On a local ledger, when a cell is ready on the state the receipt leaves,
+// the receipt and the claim are one append: two entries, each its own
+// commit, in one pack, and one move of the ledger ref, so a crash leaves both
+// or neither. Otherwise (nothing ready, the claim refused, or a remote:
+// its sequencer decides claims) the claim is an append of its own after the
+// done's note, with ClaimWait's waiting.
+func (c *Client) DoneNext(req receipt.Request, o ClaimOptions, wait time.Duration, onWait func(error)) (*DoneNextResult, error) {
+	if !o.Next || o.Wave != "" || o.Cell != "" || o.Steal || o.ReclaimDead {
+		return nil, errs.New(errs.Usage, "done's next claim is a plain claim of the next ready cell")
+	}
+	if o.TTL == 0 {
+		o.TTL = lease.TTLDefault
+	}
+	var then ledger.BuildFunc
+	var target lease.CellRef
+	if c.Remote() == "" {
+		self, base := c.claimant(o.PID)
+		then = claimBuild(o, lease.ModeClaim, self, base, &target)
+	}
+	d, ap, err := c.done(req, then)
+	if err != nil {
+		return nil, err
+	}
+	res := &DoneNextResult{DoneResult: d}
+	if ap != nil {
+		res.Claim = leaseResult(ap, target)
+	} else {
+		res.Claim, res.NextErr = c.ClaimWait(o, wait, onWait)
+	}
+	if res.NextErr != nil {
+		res.Next = ErrorObject(res.NextErr)
+	} else if res.Next, err = ResultObject(res.Claim); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "next: result")
 	}
 	return res, nil
 }
@@ -380,7 +471,10 @@ type worktreeStatus struct {
 // bare repository. --no-optional-locks keeps it from refreshing the index
 // into .git/index under index.lock: a done must not take a lock the user's
 // own git commands (and the other agents' done) need. It only reads, so a
-// status nobody waits for (the done failed) is left to finish.
+// status nobody waits for (the done failed) is left to finish. When the
+// index proves the tracked files unchanged (gitstore's WorkTreeClean), the
+// answer is git's empty one without a git process: that process was a
+// sixth of a cell's CPU in the drain through MCP servers.
 func (c *Client) startStatus() *worktreeStatus {
 	if c.L.Repo.WorkTree == "" {
 		return nil
@@ -388,6 +482,9 @@ func (c *Client) startStatus() *worktreeStatus {
 	st := &worktreeStatus{done: make(chan struct{})}
 	go func() {
 		defer close(st.done)
+		if c.L.Repo.WorkTreeClean() {
+			return
+		}
 		st.out, st.err = c.L.Repo.Git("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=no")
 	}()
 	return st

@@ -526,3 +526,48 @@ func TestInProcess(t *testing.T) {
 		t.Fatalf("renewals went on after the agent was gone")
 	}
 }
+
+// The claim tool's wait_seconds waits in the server for the ledger to move,
+// as claim --wait, and done with next finishes a cell and claims the next
+// ready one (tally done --next): next is the claim's result, a lease of the
+// agent's, or once nothing is left its error object, the done standing.
+func TestClaimWaitAndDoneNext(t *testing.T) {
+	dir := testrepo.New(t)
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(plan, []byte(`{"wave":"w1","cells":[{"id":"c0"},{"id":"c1","deps":["c0"]},{"id":"c2","deps":["c1"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, dir, "init")
+	cli(t, dir, "plan", plan)
+	a, b := start(t, dir, "agent-1", false), start(t, dir, "agent-2", false)
+	if got := a.ok(t, "claim", map[string]any{"next": true}); got["cell"] != "c0" {
+		t.Fatalf("claim: %v", got)
+	}
+	b.refuse(t, "NO-READY-CELL", true, "claim", map[string]any{"next": true})
+	a.refuse(t, "USAGE", false, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "wait_seconds": 5})
+	type outcome struct {
+		m     map[string]any
+		isErr bool
+	}
+	waited := make(chan outcome, 1)
+	go func() {
+		m, isErr := b.call(t, "claim", map[string]any{"next": true, "wait_seconds": 60})
+		waited <- outcome{m, isErr}
+	}()
+	a.ok(t, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1})
+	if got := <-waited; got.isErr || got.m["cell"] != "c1" || get(t, got.m, "lease", "actor") != "agent-2" {
+		t.Fatalf("the waiting claim got %v", got.m)
+	}
+	d := b.ok(t, "done", map[string]any{"wave": "w1", "cell": "c1", "epoch": 1, "next": true})
+	if get(t, d, "receipt", "cell") != "c1" || get(t, d, "next", "ok") != true || get(t, d, "next", "cell") != "c2" ||
+		get(t, d, "next", "lease", "actor") != "agent-2" || get(t, d, "next", "entry", "seq") != get(t, d, "entry", "seq").(float64)+1 {
+		t.Fatalf("done with next: %v", d)
+	}
+	d = b.ok(t, "done", map[string]any{"wave": "w1", "cell": "c2", "epoch": 1, "next": true, "wait_seconds": 60})
+	if get(t, d, "next", "ok") != false || get(t, d, "next", "error", "code") != "PLAN-COMPLETE" {
+		t.Fatalf("done with next of the last cell: %v", d)
+	}
+	if v := a.ok(t, "verify", map[string]any{"full": true}); v["entries"] != float64(2+6) {
+		t.Fatalf("verify: %v", v)
+	}
+}

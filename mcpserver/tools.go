@@ -43,6 +43,7 @@ type ClaimIn struct {
 	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds"`
 	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
 	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process, in this boot and PID namespace, is gone (refused through a remote)"`
+	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"on NO-READY-CELL or LEASE-HELD, wait for the ledger to change and try again for up to this long (else WAIT-TIMEOUT), as claim --wait"`
 }
 
 func (ClaimIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
@@ -65,6 +66,11 @@ type DoneIn struct {
 	Commit   string `json:"commit,omitempty" jsonschema:"the commit holding the work (default HEAD)"`
 	Base     string `json:"base,omitempty" jsonschema:"where the work started (default: HEAD when claimed)"`
 	Evidence string `json:"evidence_file,omitempty" jsonschema:"extra evidence file (JSON), relative to the work tree"`
+	// Next claims the next ready cell after the done (Client.DoneNext).
+	Next        bool   `json:"next,omitempty" jsonschema:"then claim the next ready cell, as claim with next; its outcome is the result's next"`
+	NextWave    string `json:"next_wave,omitempty" jsonschema:"with next, only consider this wave"`
+	TTL         int    `json:"ttl,omitempty" jsonschema:"with next, the new lease's time to live in seconds"`
+	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"with next, wait for a ready cell up to this long, as claim's wait_seconds"`
 }
 
 // RunIn is the input of run.
@@ -151,14 +157,16 @@ func (s *Server) tools() {
 		})
 	add(s, "claim", "Claim a cell (wave and cell, or next): a lease at a new epoch; keep the epoch for renew, run, done. "+
 		"LEASE-HELD (retryable) names the holder, epoch and expires_at; LEASE-OWNED (not retryable, yours: true) "+
-		"means you hold it already: renew it (tally claim).",
+		"means you hold it already: renew it. With wait_seconds, NO-READY-CELL and LEASE-HELD wait in the server for "+
+		"the ledger to change (tally claim --wait).",
 		func(_ context.Context, in ClaimIn) (out *tally.LeaseResult, err error) {
 			o := tally.ClaimOptions{Wave: in.Wave, Cell: in.Cell, Next: in.Next, TTL: in.TTL, PID: s.opt.PID,
 				Steal: in.Steal, ReclaimDead: in.ReclaimDead}
 			if in.Next {
 				o.Wave, o.NextWave = "", in.Wave
 			}
-			if err = s.call(func(c *tally.Client) error { out, err = c.Claim(o); return err }); err == nil {
+			wait := time.Duration(in.WaitSeconds) * time.Second
+			if err = s.call(func(c *tally.Client) error { out, err = c.ClaimWait(o, wait, nil); return err }); err == nil {
 				s.track(out.CellRef, out.Lease)
 			}
 			return out, err
@@ -185,12 +193,30 @@ func (s *Server) tools() {
 			return out, err
 		})
 	add(s, "done", "Finish your cell with a receipt binding it to a commit: its tree, the paths changed from base, "+
-		"the evidence recorded by run (tally done).",
-		func(_ context.Context, in DoneIn) (out *tally.DoneResult, err error) {
+		"the evidence recorded by run (tally done). With next, then claim the next ready cell (tally done --next): "+
+		"once the receipt stands the call succeeds, and next is the claim's result (ok: true, keep its epoch) or its "+
+		"error object (ok: false: NO-READY-CELL, PLAN-COMPLETE, WAIT-TIMEOUT...).",
+		func(_ context.Context, in DoneIn) (out *tally.DoneNextResult, err error) {
+			if !in.Next && (in.NextWave != "" || in.TTL != 0 || in.WaitSeconds != 0) {
+				return nil, errs.New(errs.Usage, "next_wave, ttl and wait_seconds go with next")
+			}
 			req := receipt.Request{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: in.Wave, Cell: in.Cell}, Epoch: in.Epoch},
 				Commit: in.Commit, Base: in.Base, EvidenceFile: s.inWorkTree(in.Evidence)}
-			if err = s.call(func(c *tally.Client) error { out, err = c.Done(req); return err }); err == nil {
+			err = s.call(func(c *tally.Client) error {
+				if !in.Next {
+					out = &tally.DoneNextResult{}
+					out.DoneResult, err = c.Done(req)
+					return err
+				}
+				o := tally.ClaimOptions{Next: true, NextWave: in.NextWave, TTL: in.TTL, PID: s.opt.PID}
+				out, err = c.DoneNext(req, o, time.Duration(in.WaitSeconds)*time.Second, nil)
+				return err
+			})
+			if err == nil {
 				s.untrack(req.CellRef, in.Epoch)
+				if out.Claim != nil {
+					s.track(out.Claim.CellRef, out.Claim.Lease)
+				}
 			}
 			return out, err
 		})

@@ -5,8 +5,9 @@ package main
 //
 //	TMPDIR=/work/tmp go test ./cmd/tally -run '^$' -bench . -benchtime 3x
 //
-// TALLY_BENCH_CELLS sets the number of cells BenchmarkDrain8 drains per
-// iteration (default 200), TALLY_BENCH_WORKERS its number of workers
+// TALLY_BENCH_CELLS sets the number of cells the drain benchmarks (Drain8,
+// Drain8DoneNext, DrainMCP8, DrainMCP8DoneNext) drain per iteration
+// (default 200), TALLY_BENCH_WORKERS their number of workers
 // (default 8; 1 measures what a cell costs without contention).
 
 import (
@@ -40,6 +41,35 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // with claim --next + done. Reports the aggregate claim rate over the drain's
 // wall time and the p50/p99 wall time of a successful claim process.
 func BenchmarkDrain8(b *testing.B) {
+	benchDrain(b, cliAgents, false)
+}
+
+// BenchmarkDrain8DoneNext: BenchmarkDrain8 with the batched form, one
+// process a cell: a first claim --next, then done --next until the plan is
+// complete.
+func BenchmarkDrain8DoneNext(b *testing.B) {
+	benchDrain(b, cliAgents, true)
+}
+
+// BenchmarkDrainMCP8: the drain through 8 long-lived `tally mcp` servers,
+// one per worker, each driven over stdio by the SDK's client with the claim
+// (next, wait_seconds) and done tools. CPU is the servers' (and the git
+// processes they waited for), from their rusage at exit.
+func BenchmarkDrainMCP8(b *testing.B) {
+	benchDrain(b, mcpAgents, false)
+}
+
+// BenchmarkDrainMCP8DoneNext: BenchmarkDrainMCP8 with done's next, one
+// call a cell.
+func BenchmarkDrainMCP8DoneNext(b *testing.B) {
+	benchDrain(b, mcpAgents, true)
+}
+
+// benchDrain drains a wave of TALLY_BENCH_CELLS cells with
+// TALLY_BENCH_WORKERS workers through the agents agents(bin, dir) makes (a
+// fresh set each iteration), batched as drain says, and checks every drain
+// against the ledger (checkDrained).
+func benchDrain(b *testing.B, agents func(bin, dir string) func(string) (drainAgent, error), batched bool) {
 	n := 200
 	if s := os.Getenv("TALLY_BENCH_CELLS"); s != "" {
 		n, _ = strconv.Atoi(s)
@@ -64,7 +94,7 @@ func BenchmarkDrain8(b *testing.B) {
 		r.ok("bench", "plan", r.file(wave+".json", planJSON))
 		b.StartTimer()
 		start := time.Now()
-		claims, dones, st, err := drain(bin, r.dir, wave, n, workers)
+		claims, dones, st, err := drain(agents(bin, r.dir), wave, n, workers, batched)
 		total += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
@@ -93,7 +123,7 @@ func BenchmarkDrain8(b *testing.B) {
 	b.ReportMetric(float64(all.Faults)/cells, "faults/cell")
 	b.ReportMetric(float64(all.Switches)/cells, "switches/cell")
 	b.ReportMetric(float64(waited)/cells, "waited/cell")
-	for _, k := range []string{"claim", "claim-refused", "done", "status"} {
+	for _, k := range []string{"claim", "claim-refused", "done", "status", "server"} {
 		if u := usage[k]; u != nil && u.Procs > 0 {
 			b.Logf("%-13s %5d processes, %6.2f ms CPU, %6.0f faults, %6.0f switches each", k, u.Procs,
 				ms(u.CPU)/float64(u.Procs), float64(u.Faults)/float64(u.Procs), float64(u.Switches)/float64(u.Procs))

@@ -14,8 +14,8 @@ import (
 )
 
 func (a *app) claimCmd() *cobra.Command {
-	var o tally.ClaimOptions
-	var wait time.Duration
+	var f nextFlags
+	o := &f.o
 	cmd := &cobra.Command{
 		Use:   "claim [WAVE/CELL | --next [--wave W]]",
 		Short: "claim a cell: a lease with a TTL at a new epoch",
@@ -47,14 +47,8 @@ too much to check against them).`,
 			if o.Next == (len(argv) == 1) {
 				return usageErr("give either WAVE/CELL or --next")
 			}
-			if o.NextWave != "" && !o.Next {
-				return usageErr("--wave goes with --next")
-			}
-			if err := ttlFlag(cmd, o.TTL); err != nil {
+			if err := f.check(cmd); err != nil {
 				return err
-			}
-			if wait < 0 {
-				return usageErr("--wait must not be negative")
 			}
 			if len(argv) == 1 {
 				var err error
@@ -62,19 +56,8 @@ too much to check against them).`,
 					return err
 				}
 			}
-			if !cmd.Flags().Changed("pid") {
-				// tally's parent is often a shell or make that exits at once,
-				// which would let anyone reclaim the live lease: the holder
-				// process is only what the agent's harness names.
-				var err error
-				if o.PID, err = pidFromEnv(); err != nil {
-					return err
-				}
-			}
 			return a.withClient(true, func(c *tally.Client) error {
-				res, err := c.ClaimWait(o, wait, func(refusal error) {
-					fmt.Fprintf(newHumanOut(cmd.ErrOrStderr()), "tally: waiting up to %v: %v\n", wait, refusal)
-				})
+				res, err := c.ClaimWait(*o, f.wait, f.onWait(cmd))
 				if err != nil {
 					return err
 				}
@@ -82,14 +65,58 @@ too much to check against them).`,
 			})
 		},
 	}
-	ttlVar(cmd, &o.TTL, lease.TTLDefault, "lease time to live: a duration (20m, 1h) or seconds, 30s..24h")
-	cmd.Flags().IntVar(&o.PID, "pid", 0, "holder process id recorded for dead-holder takeover (default: $TALLY_PID, else none: the lease then ends only by expiry or steal)")
+	f.add(cmd, "")
 	cmd.Flags().BoolVar(&o.Next, "next", false, "claim the first ready cell")
-	cmd.Flags().StringVar(&o.NextWave, "wave", "", "with --next, only consider `WAVE`")
 	cmd.Flags().BoolVar(&o.Steal, "steal", false, "take a lease held past its max-hold time")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "on NO-READY-CELL or LEASE-HELD, keep trying for up to `DURATION` (e.g. 10m)")
 	cmd.Flags().BoolVar(&o.ReclaimDead, "reclaim-dead", false, "take a lease whose holder process, in this boot and PID namespace, is gone (not through a remote)")
 	return cmd
+}
+
+// nextFlags are the flags of a claim that claim and done --next share:
+// --ttl, --pid, --wave (with --next) and --wait.
+type nextFlags struct {
+	o    tally.ClaimOptions
+	wait time.Duration
+}
+
+// add registers the flags on cmd; their help names the claim as what
+// (empty: the command's own).
+func (f *nextFlags) add(cmd *cobra.Command, what string) {
+	ttlVar(cmd, &f.o.TTL, lease.TTLDefault, what+"lease time to live: a duration (20m, 1h) or seconds, 30s..24h")
+	cmd.Flags().IntVar(&f.o.PID, "pid", 0, what+"holder process id recorded for dead-holder takeover (default: $TALLY_PID, else none: the lease then ends only by expiry or steal)")
+	cmd.Flags().StringVar(&f.o.NextWave, "wave", "", "with --next, only consider `WAVE`")
+	cmd.Flags().DurationVar(&f.wait, "wait", 0, what+"on NO-READY-CELL or LEASE-HELD, keep trying for up to `DURATION` (e.g. 10m)")
+}
+
+// check refuses what the flags cannot mean and fills the holder process in
+// from $TALLY_PID when --pid is not given.
+func (f *nextFlags) check(cmd *cobra.Command) error {
+	if f.o.NextWave != "" && !f.o.Next {
+		return usageErr("--wave goes with --next")
+	}
+	if err := ttlFlag(cmd, f.o.TTL); err != nil {
+		return err
+	}
+	if f.wait < 0 {
+		return usageErr("--wait must not be negative")
+	}
+	if !cmd.Flags().Changed("pid") {
+		// tally's parent is often a shell or make that exits at once,
+		// which would let anyone reclaim the live lease: the holder
+		// process is only what the agent's harness names.
+		var err error
+		if f.o.PID, err = pidFromEnv(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onWait says on stderr that the claim waits, and for how long at most.
+func (f *nextFlags) onWait(cmd *cobra.Command) func(error) {
+	return func(refusal error) {
+		fmt.Fprintf(newHumanOut(cmd.ErrOrStderr()), "tally: waiting up to %v: %v\n", f.wait, refusal)
+	}
 }
 
 // pidFromEnv is the holder process named by $TALLY_PID (an agent harness

@@ -2,20 +2,22 @@ package main
 
 import (
 	"fmt"
-	"github.com/tally-dev/tally"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/receipt"
 )
 
 func (a *app) doneCmd() *cobra.Command {
 	var req receipt.Request
+	var next nextFlags
 	cmd := &cobra.Command{
-		Use:   "done WAVE/CELL --epoch N [--commit REV] [--base REV] [--evidence FILE]",
+		Use:   "done WAVE/CELL --epoch N [--commit REV] [--base REV] [--evidence FILE] [--next [--wave W] [--wait D] [--ttl T]]",
 		Short: "finish your cell with a receipt binding it to a commit",
 		Long: `done appends a receipt: the cell, your epoch, the commit (default HEAD) and its
 tree, the base (default: HEAD when the lease was claimed), the paths changed
@@ -25,23 +27,49 @@ paths, every changed path must match them (else RECEIPT-SCOPE). A git note on
 the commit under refs/notes/tally points at the receipt. In remote mode the
 note is then pushed to the remote's refs/notes/tally (merged with the notes
 other clones pushed); if that push fails, done still succeeds, warns, and
-the next done or tally sync pushes the pending note.`,
+the next done or tally sync pushes the pending note.
+
+  --next   then claim the next ready cell, as claim --next [--wave W]
+           [--wait D] [--ttl T] would, in this process. On a local ledger
+           with a cell ready the receipt and the claim are one append (two
+           entries, one move of the ledger ref: a crash leaves both or
+           neither). The exit code and errors are the done's: once the
+           receipt stands, done exits 0 whatever the claim gave, and
+           reports it as "next": the object claim --next prints, with
+           "ok": true and the lease, or "ok": false and its error
+           (NO-READY-CELL, PLAN-COMPLETE, WAIT-TIMEOUT, ...).`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if !next.o.Next {
+				for _, name := range []string{"wave", "wait", "ttl", "pid"} {
+					if cmd.Flags().Changed(name) {
+						return usageErr("--%s goes with --next", name)
+					}
+				}
+			} else if err := next.check(cmd); err != nil {
+				return err
+			}
 			return a.withLeaseCell(cmd, argv[0], func(c *tally.Client, w, cell string) error {
 				req.CellRef = lease.CellRef{Wave: w, Cell: cell}
-				res, err := c.Done(req)
+				if !next.o.Next {
+					res, err := c.Done(req)
+					if err != nil {
+						return err
+					}
+					return a.emit(res, func(w io.Writer) { a.printDone(w, res) })
+				}
+				res, err := c.DoneNext(req, next.o, next.wait, next.onWait(cmd))
 				if err != nil {
 					return err
 				}
 				return a.emit(res, func(w io.Writer) {
-					printAppended(w, &res.Appended)
-					r := res.Receipt
-					fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
-					printNotesPush(w, a.stderr, res.NotesPush)
-					for _, warning := range res.Warnings {
-						fmt.Fprintf(a.stderr, "tally: warning: %s\n", warning)
+					a.printDone(w, res.DoneResult)
+					if res.NextErr != nil {
+						e := errs.From(res.NextErr)
+						fmt.Fprintf(a.stderr, "tally: next: %s: %s\n", e.Code, e.Message)
+						return
 					}
+					printLease(w, res.Claim)
 				})
 			})
 		},
@@ -50,7 +78,21 @@ the next done or tally sync pushes the pending note.`,
 	cmd.Flags().StringVar(&req.Commit, "commit", "", "the commit holding the work (default HEAD)")
 	cmd.Flags().StringVar(&req.Base, "base", "", "where the work started (default: HEAD when claimed)")
 	cmd.Flags().StringVar(&req.EvidenceFile, "evidence", "", "extra evidence `FILE` (JSON)")
+	cmd.Flags().BoolVar(&next.o.Next, "next", false, "then claim the next ready cell (exit 0 once the receipt stands; the claim's outcome is \"next\")")
+	next.add(cmd, "with --next, the claim's ")
 	return cmd
+}
+
+// printDone renders a receipt: its entry and note on w, its notes push and
+// warnings on stderr.
+func (a *app) printDone(w io.Writer, res *tally.DoneResult) {
+	printAppended(w, &res.Appended)
+	r := res.Receipt
+	fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
+	printNotesPush(w, a.stderr, res.NotesPush)
+	for _, warning := range res.Warnings {
+		fmt.Fprintf(a.stderr, "tally: warning: %s\n", warning)
+	}
 }
 
 // printNotesPush reports a notes push (nil: none was made): what reached the

@@ -36,7 +36,7 @@ var examples = map[string]string{
 	"release":               "tally release w1/api --epoch 3",
 	"fail":                  `tally fail w1/api --epoch 3 --reason "tests need a database"`,
 	"requeue":               "tally requeue w1/api",
-	"done":                  "tally done w1/api --epoch 3\ntally done w1/api --epoch 3 --commit HEAD --evidence result.json",
+	"done":                  "tally done w1/api --epoch 3\ntally done w1/api --epoch 3 --commit HEAD --evidence result.json\ntally done w1/api --epoch 3 --next --wait 10m",
 	"status":                "tally status\ntally status w1\ntally status --wave w1",
 	"show":                  "tally show w1/api",
 	"next":                  "tally next\ntally next --wave w1\ntally next w1",

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/lease"
 )
@@ -54,6 +55,16 @@ func (u *procUsage) add(v procUsage) {
 	u.Switches += v.Switches
 }
 
+// usageOf is what an exited process cost, by wait4: itself and the
+// children it waited for.
+func usageOf(ps *os.ProcessState) procUsage {
+	u := procUsage{Procs: 1, CPU: ps.UserTime() + ps.SystemTime()}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		u.Faults, u.Switches = ru.Minflt, ru.Nvcsw+ru.Nivcsw
+	}
+	return u
+}
+
 func (p proc) errCode() string {
 	e, _ := p.JSON["error"].(map[string]any)
 	s, _ := e["code"].(string)
@@ -70,10 +81,7 @@ func runTally(bin, dir, actor string, args ...string) proc {
 	err := cmd.Run()
 	p := proc{Wall: time.Since(start), Stdout: stdout.String(), Stderr: stderr.String()}
 	if ps := cmd.ProcessState; ps != nil {
-		p.Usage = procUsage{Procs: 1, CPU: ps.UserTime() + ps.SystemTime()}
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			p.Usage.Faults, p.Usage.Switches = ru.Minflt, ru.Nvcsw+ru.Nivcsw
-		}
+		p.Usage = usageOf(ps)
 	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		p.Code = ee.ExitCode()
@@ -218,14 +226,67 @@ type drainStats struct {
 	waited    int
 }
 
+// drainAgent is how one drain worker runs the drain's commands: each
+// returns what `tally --json` would (the exit code and the one JSON object),
+// whether a tally process ran it (cliAgent) or a long-lived server did.
+type drainAgent interface {
+	// claim is claim --next --wave wave --wait 2m.
+	claim(wave string) proc
+	// done finishes cell at epoch; if next, it also claims the next ready
+	// cell as claim does, and its JSON holds that claim's object as "next"
+	// (done --next).
+	done(wave, cell string, epoch int64, next bool) proc
+	status(wave string) proc
+	// close ends the agent and returns what its long-lived processes cost
+	// (nothing for a process per command, counted by each proc).
+	close() (procUsage, error)
+}
+
+// cliAgent runs every command as a tally process.
+type cliAgent struct{ bin, dir, actor string }
+
+func (a cliAgent) claim(wave string) proc {
+	return runTally(a.bin, a.dir, a.actor, "claim", "--next", "--wave", wave, "--wait", "2m")
+}
+
+func (a cliAgent) done(wave, cell string, epoch int64, next bool) proc {
+	args := []string{"done", wave + "/" + cell, "--epoch", strconv.FormatInt(epoch, 10)}
+	if next {
+		args = append(args, "--next", "--wave", wave, "--wait", "2m")
+	}
+	return runTally(a.bin, a.dir, a.actor, args...)
+}
+
+func (a cliAgent) status(wave string) proc { return runTally(a.bin, a.dir, a.actor, "status", wave) }
+
+func (cliAgent) close() (procUsage, error) { return procUsage{}, nil }
+
+// nextOf is the claim a done --next made, as the proc a claim process with
+// that outcome would be: its exit code is the class of its error, if any.
+func nextOf(d proc) proc {
+	c := proc{Wall: d.Wall, Stderr: d.Stderr}
+	next, ok := d.JSON["next"].(map[string]any)
+	if !ok {
+		c.Err = fmt.Errorf("done --next: no \"next\" object in %q", d.Stdout)
+		return c
+	}
+	c.JSON = next
+	if next["ok"] != true {
+		c.Code = int(errs.ClassOfCode(errs.Code(c.errCode())))
+	}
+	return c
+}
+
 // drain runs procs workers, each a loop of `claim --next --wait` and `done`
-// until PLAN-COMPLETE (claim --wait returns it at once when no cell is left
-// open, and otherwise waits for the ledger to move). It returns the claims and dones the
-// workers saw, by cell, and what the processes cost.
-func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]grant, st drainStats, err error) {
+// (or, if batched, a first claim and then `done --next --wait`) until
+// PLAN-COMPLETE (claim --wait returns it at once when no cell is left open,
+// and otherwise waits for the ledger to move), each through the agent
+// newAgent gives it. It returns the claims and dones the workers saw, by
+// cell, and what the processes cost (the agents' own under "server").
+func drain(newAgent func(actor string) (drainAgent, error), wave string, n, procs int, batched bool) (claims, dones map[string][]grant, st drainStats, err error) {
 	var mu sync.Mutex
 	claims, dones = map[string][]grant{}, map[string][]grant{}
-	st.usage = map[string]*procUsage{"claim": {}, "claim-refused": {}, "done": {}, "status": {}}
+	st.usage = map[string]*procUsage{"claim": {}, "claim-refused": {}, "done": {}, "status": {}, "server": {}}
 	count := func(kind string, p proc) {
 		mu.Lock()
 		st.usage[kind].add(p.Usage)
@@ -246,8 +307,22 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 				errs = append(errs, actor+": "+fmt.Sprintf(format, args...))
 				mu.Unlock()
 			}
+			a, err := newAgent(actor)
+			if err != nil {
+				fail("%v", err)
+				return
+			}
+			defer func() {
+				u, err := a.close()
+				if err != nil {
+					fail("close: %v", err)
+				}
+				mu.Lock()
+				st.usage["server"].add(u)
+				mu.Unlock()
+			}()
+			c := a.claim(wave)
 			for iter := 0; iter < 100*n; iter++ {
-				c := runTally(bin, dir, actor, "claim", "--next", "--wave", wave, "--wait", "2m")
 				if c.Err != nil {
 					fail("%v", c.Err)
 					return
@@ -266,7 +341,7 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 					mu.Lock()
 					claims[cell] = append(claims[cell], grant{actor, int64(epoch), int64(seq)})
 					mu.Unlock()
-					d := runTally(bin, dir, actor, "done", wave+"/"+cell, "--epoch", strconv.FormatInt(int64(epoch), 10))
+					d := a.done(wave, cell, int64(epoch), batched)
 					count("done", d)
 					if d.Err != nil || d.Code != 0 {
 						fail("done %s epoch %v: exit %d %s %v", cell, epoch, d.Code, d.Stdout, d.Err)
@@ -279,12 +354,17 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 					mu.Lock()
 					dones[cell] = append(dones[cell], grant{actor, int64(rcEpoch), int64(seq)})
 					mu.Unlock()
+					if batched {
+						c = nextOf(d)
+						c.Usage = procUsage{} // counted with the done
+						continue
+					}
 				case c.Code == 2 && c.errCode() == "PLAN-COMPLETE":
 					count("claim-refused", c)
 					return
 				case c.Code == 1 && c.errCode() == "NO-READY-CELL":
 					count("claim-refused", c)
-					s := runTally(bin, dir, actor, "status", wave)
+					s := a.status(wave)
 					count("status", s)
 					if s.Err != nil || s.Code != 0 {
 						fail("status: exit %d %s %v", s.Code, s.Stdout, s.Err)
@@ -300,6 +380,7 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 					fail("claim --next: exit %d %s", c.Code, c.Stdout)
 					return
 				}
+				c = a.claim(wave)
 			}
 			fail("gave up after %d iterations", 100*n)
 		}()
@@ -311,14 +392,25 @@ func drain(bin, dir, wave string, n, procs int) (claims, dones map[string][]gran
 	return claims, dones, st, nil
 }
 
+// cliAgents makes drain's workers tally processes of bin in dir.
+func cliAgents(bin, dir string) func(string) (drainAgent, error) {
+	return func(actor string) (drainAgent, error) { return cliAgent{bin, dir, actor}, nil }
+}
+
 // TestRaceDrain: 8 processes drain a wave of cells (independent cells and
-// dependency chains) with claim --next and done. Afterwards: every cell is
+// dependency chains) with claim --next and done, and again with done --next. Afterwards: every cell is
 // done exactly once; no (cell, epoch) was granted twice; each done carries
 // the epoch of the claim that granted it and comes from its holder; no cell
 // was claimed before its deps were done; every claim --next took the first
 // ready cell in plan order at its point of the chain; what the workers saw is
 // what the ledger says; and verify --full passes.
 func TestRaceDrain(t *testing.T) {
+	t.Run("claim+done", func(t *testing.T) { raceDrain(t, false) })
+	t.Run("done--next", func(t *testing.T) { raceDrain(t, true) })
+}
+
+// raceDrain is TestRaceDrain, batched as drain says.
+func raceDrain(t *testing.T, batched bool) {
 	n, procs := 200, 8
 	if stress() {
 		n = 1000
@@ -329,7 +421,7 @@ func TestRaceDrain(t *testing.T) {
 	planJSON, deps, order := drainPlan("drain", n)
 	r.ok("setup", "plan", r.file("drain.json", planJSON))
 
-	seen, seenDone, _, err := drain(bin, r.dir, "drain", n, procs)
+	seen, seenDone, _, err := drain(cliAgents(bin, r.dir), "drain", n, procs, batched)
 	if err != nil {
 		t.Fatal(err)
 	}
