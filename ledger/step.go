@@ -77,13 +77,20 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 	if err != nil {
 		return nil, linkError(err)
 	}
-	tiles, err := chain.AppendTiles(t, meta.Size, h, gitstore.HashObject(gitstore.BlobObject, raw))
-	if err != nil {
-		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
-	}
 	metaBytes, err := next.Encode()
 	if err != nil {
 		return nil, err
+	}
+	// The entry is set first of the changes (after every check that may
+	// refuse it, so that a refusal leaves t as it was) because its blob id
+	// is the tiles' locator: Set hashes it once for both.
+	loc, err := t.SetID(EntryKey, raw)
+	if err != nil {
+		return nil, errs.Wrap(errs.Corrupt, err, "apply entry")
+	}
+	tiles, err := chain.AppendTiles(t, meta.Size, h, loc)
+	if err != nil {
+		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
 	for _, k := range res.Keys() {
 		if v := res.Changes[k]; v == nil {
@@ -102,9 +109,6 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 	}
 	if err := t.Set(chain.MetaKey, metaBytes); err != nil {
 		return nil, errs.Wrap(errs.Corrupt, err, "apply meta")
-	}
-	if err := t.Set(EntryKey, raw); err != nil {
-		return nil, errs.Wrap(errs.Corrupt, err, "apply entry")
 	}
 	return &Applied{Entry: e, Hash: h, Meta: next, Result: res}, nil
 }
