@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -283,5 +284,41 @@ func merkleTamperConsistency(t testing.TB, old, size uint64, p []Hash, oldRoot, 
 	if old < size {
 		reject("extra element", append(append([]Hash(nil), p...), newRoot), oldRoot, newRoot)
 		reject("truncated proof", p[:len(p)-1], oldRoot, newRoot)
+	}
+}
+
+// TestParseHashIsTheRoundTrip: ParseHash accepts exactly the strings its
+// earlier definition did (hex.Decode succeeding and String giving s back),
+// and AppendHex writes String's text, on every hash's text with each digit
+// replaced by every byte, and on other lengths.
+func TestParseHashIsTheRoundTrip(t *testing.T) {
+	roundTrip := func(s string) (Hash, bool) {
+		var h Hash
+		if len(s) != 2*len(h) {
+			return Hash{}, false
+		}
+		_, err := hex.Decode(h[:], []byte(s))
+		return h, err == nil && h.String() == s
+	}
+	var inputs []string
+	for seed := range 8 {
+		h := LeafHash(Hash{byte(seed)})
+		if got := string(h.AppendHex([]byte("x"))); got != "x"+h.String() {
+			t.Fatalf("AppendHex gives %q, want x%s", got, h)
+		}
+		s := h.String()
+		inputs = append(inputs, s, s[1:], s+"0", strings.ToUpper(s))
+		for _, pos := range []int{0, 31, 63} {
+			for c := range 256 {
+				inputs = append(inputs, s[:pos]+string([]byte{byte(c)})+s[pos+1:])
+			}
+		}
+	}
+	for _, s := range inputs {
+		want, wok := roundTrip(s)
+		got, err := ParseHash(s)
+		if wok != (err == nil) || want != got && wok {
+			t.Fatalf("ParseHash(%q) = %s, %v; the round trip gives %s, %v", s, got, err, want, wok)
+		}
 	}
 }

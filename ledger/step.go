@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -111,6 +113,24 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 		return nil, errs.Wrap(errs.Corrupt, err, "apply meta")
 	}
 	return &Applied{Entry: e, Hash: h, Meta: next, Result: res}, nil
+}
+
+// commitMessage is the message of the commit recording an entry (FORMAT.md
+// §4): the summary, a blank line, and the Tally-Seq and Tally-Entry
+// trailers. Built in one buffer: the verifier builds it for every entry it
+// checks, and fmt cost a hash string and buffers of its own.
+func commitMessage(summary string, seq uint64, h chain.Hash) string {
+	var num [20]byte
+	var hexh [2 * len(chain.Hash{})]byte
+	var b strings.Builder
+	b.Grow(len(summary) + len("\n\nTally-Seq: \nTally-Entry: \n") + len(num) + len(hexh))
+	b.WriteString(summary)
+	b.WriteString("\n\nTally-Seq: ")
+	b.Write(strconv.AppendUint(num[:0], seq, 10))
+	b.WriteString("\nTally-Entry: ")
+	b.Write(h.AppendHex(hexh[:0]))
+	b.WriteByte('\n')
+	return b.String()
 }
 
 func linkError(err error) error {
