@@ -90,7 +90,12 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 	if err != nil {
 		return nil, errs.Wrap(errs.Corrupt, err, "apply entry")
 	}
-	tiles, err := chain.AppendTiles(t, meta.Size, h, loc)
+	err = chain.AppendTilesTo(t, meta.Size, h, loc, func(k string, v []byte) error {
+		if err := t.Set(k, v); err != nil {
+			return errs.Wrap(errs.Corrupt, err, "apply %s", k)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
@@ -101,11 +106,6 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 			err = t.Set(k, v)
 		}
 		if err != nil {
-			return nil, errs.Wrap(errs.Corrupt, err, "apply %s", k)
-		}
-	}
-	for k, v := range tiles {
-		if err := t.Set(k, v); err != nil {
 			return nil, errs.Wrap(errs.Corrupt, err, "apply %s", k)
 		}
 	}
