@@ -3,6 +3,7 @@ package chain
 import (
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -320,5 +321,32 @@ func TestParseHashIsTheRoundTrip(t *testing.T) {
 		if wok != (err == nil) || want != got && wok {
 			t.Fatalf("ParseHash(%q) = %s, %v; the round trip gives %s, %v", s, got, err, want, wok)
 		}
+	}
+}
+
+// TestAdvanceCopiesTheRangeOnce: Meta.Advance leaves the meta it advances
+// as it was (a verifier's segments share it) and gives the root of the
+// range with the new leaf, in two allocations (the meta and its range)
+// whatever the log's size: a copy of the range that then grew to take the
+// new hash was a third at every size where the range gets longer.
+func TestAdvanceCopiesTheRangeOnce(t *testing.T) {
+	m, _ := DecodeMeta(nil, false)
+	var ref Range
+	for i := range uint64(300) {
+		e := &Entry{Seq: i, Kind: KindNote, TS: "2026-12-01T00:00:00.000Z"}
+		h := merkleTestEntry(i)
+		before := slices.Clone(m.Range)
+		if allocs := testing.AllocsPerRun(10, func() { m.Advance(e, h) }); allocs > 2 {
+			t.Fatalf("size %d: Advance made %v allocations, want 2", i, allocs)
+		}
+		next, err := m.Advance(e, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref.Append(LeafHash(h))
+		if !slices.Equal(m.Range, before) || next.Root != ref.Root() || !slices.Equal(next.Range, ref.Hashes) {
+			t.Fatalf("size %d: Advance changed the old range or gave the wrong one", i)
+		}
+		m = next
 	}
 }
