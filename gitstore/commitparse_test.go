@@ -108,3 +108,16 @@ func TestParseCommitMatchesSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCommitAllocations: parsing a ledger commit (one parent, no
+// signature) allocates the commit, its one copy of the object and its parent
+// list: the copies of the header and of the message and the slice of header
+// lines are gone.
+func TestParseCommitAllocations(t *testing.T) {
+	who := Ident{Name: "agent-1", Email: "agent-1", When: 1764600000, TZ: "+0000"}
+	data := (&Commit{Tree: ObjectID{1}, Parents: []ObjectID{{2}}, Author: who, Committer: who,
+		Message: "note: x\n\nTally-Seq: 1\nTally-Entry: ab\n"}).Encode()
+	if n := testing.AllocsPerRun(100, func() { ParseCommit(data) }); n > 3 {
+		t.Fatalf("ParseCommit made %v allocations, want 3", n)
+	}
+}
