@@ -77,7 +77,11 @@ func tileRecords(size uint64, level int, n uint64) int {
 // tileRead reads tile (level, n) of a log of the given size, checking that
 // its length is the one the size implies.
 func tileRead(kv KV, size uint64, level int, n uint64) ([]byte, error) {
-	path := TilePath(level, n)
+	return tileReadAt(kv, TilePath(level, n), size, level, n)
+}
+
+// tileReadAt is tileRead for a caller that has the tile's path already.
+func tileReadAt(kv KV, path string, size uint64, level int, n uint64) ([]byte, error) {
 	data, ok, err := kv.Get(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading tile %s: %w", path, err)
@@ -148,12 +152,13 @@ func AppendTilesTo(kv KV, size uint64, entryHash Hash, locator [20]byte, set fun
 	// after the append, so the old tile holds index%16 records.
 	for level, index := 0, size; ; level, index = level+1, index/tileWidth {
 		n := index / tileWidth
-		old, err := tileRead(kv, size, level, n)
+		path := TilePath(level, n)
+		old, err := tileReadAt(kv, path, size, level, n)
 		if err != nil {
 			return err
 		}
 		data := append(old[:len(old):len(old)], next...)
-		if err := set(TilePath(level, n), data); err != nil {
+		if err := set(path, data); err != nil {
 			return err
 		}
 		if index%tileWidth != tileWidth-1 {

@@ -506,3 +506,18 @@ func TestAppendTilesToWritesWhatAppendTilesReturns(t *testing.T) {
 		t.Fatalf("an error of set gives %v", err)
 	}
 }
+
+// TestAppendTilesToAllocations: an append that changes only the level 0
+// tile allocates the new tile and its path, spelt once for the read and
+// the set.
+func TestAppendTilesToAllocations(t *testing.T) {
+	kv := tileBenchLog(t, 21)
+	n := testing.AllocsPerRun(100, func() {
+		if err := AppendTilesTo(kv, 21, merkleTestEntry(21), [20]byte{}, func(string, []byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 2 {
+		t.Fatalf("AppendTilesTo made %v allocations, want 2", n)
+	}
+}
