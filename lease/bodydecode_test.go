@@ -36,6 +36,20 @@ func sameDecode(t *testing.T, body []byte) {
 	}
 }
 
+// samePlainNote requires plainNoteText, where it reads body, to give the
+// text the strict decode gives, without error.
+func samePlainNote(t *testing.T, body []byte) {
+	t.Helper()
+	text, ok := plainNoteText(body)
+	if !ok {
+		return
+	}
+	var b NoteBody
+	if err := freshDecode(body, &b); err != nil || b.Text != text {
+		t.Fatalf("note body %q: plainNoteText gives %q; the strict decode %q, %v", body, text, b.Text, err)
+	}
+}
+
 // bodySeeds are bodies every rule meets, good and bad: a zero value of each
 // body type, and hand-made ones for what a strict decode must keep —
 // encoding/json's case-insensitive field match, the refusal of unknown fields
@@ -58,7 +72,8 @@ func bodySeeds() [][]byte {
 		` {"text":"a"}`, `{"text":"a"`, `{`, ``, `[]`, `null`, `"text"`, `7`, `{"text":null}`,
 		`{"cell":{"wave":"w","id":"c","extra":true}}`, `{"epoch":18446744073709551616}`, `{"epoch":-1}`,
 		`{"ttl_ms":1e3}`, `{"cells":[{"id":"a"},{"id":"b","bogus":0}]}`, `{"cells":{}}`,
-		`{"ﬀ":1}`, `{"K":"x","k":"y"}`, `{"text":"` + strings.Repeat("x", maxPooledBody) + `"}`,
+		`{"ﬀ":1}`, `{"K":"x","k":"y"}`, `{"text":""}`, `{"text":"bench"}`, `{"text":"a\"}`, `{"text":"a"}}`,
+		`{"text":"é"}`, "{\"text\":\"a\x7f\"}", "{\"text\":\"a\tb\"}", `{"text":"a"} `, `{"text":"\u0061"}`, `{"text":"a","x":"b"}`, `{"text":"` + strings.Repeat("x", maxPooledBody) + `"}`,
 	} {
 		seeds = append(seeds, []byte(s))
 	}
@@ -70,10 +85,18 @@ func bodySeeds() [][]byte {
 // the body before (buffered bytes, a sticky error, an offset) would diverge.
 func TestDecodeBodyMatchesFreshDecoder(t *testing.T) {
 	seeds := bodySeeds()
+	plain := 0
 	for range 2 {
 		for _, s := range seeds {
 			sameDecode(t, s)
+			samePlainNote(t, s)
+			if _, ok := plainNoteText(s); ok {
+				plain++
+			}
 		}
+	}
+	if plain == 0 {
+		t.Fatal("no seed is a plain note body")
 	}
 }
 
@@ -87,6 +110,7 @@ func FuzzDecodeBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sameDecode(t, probe)
 		sameDecode(t, body)
+		samePlainNote(t, body)
 		sameDecode(t, probe)
 	})
 }
