@@ -290,8 +290,8 @@ func merkleTamperConsistency(t testing.TB, old, size uint64, p []Hash, oldRoot, 
 
 // TestParseHashIsTheRoundTrip: ParseHash accepts exactly the strings its
 // earlier definition did (hex.Decode succeeding and String giving s back),
-// and AppendHex writes String's text, on every hash's text with each digit
-// replaced by every byte, and on other lengths.
+// without allocating, and AppendHex writes String's text, on every hash's
+// text with each digit replaced by every byte, and on other lengths.
 func TestParseHashIsTheRoundTrip(t *testing.T) {
 	roundTrip := func(s string) (Hash, bool) {
 		var h Hash
@@ -314,6 +314,9 @@ func TestParseHashIsTheRoundTrip(t *testing.T) {
 				inputs = append(inputs, s[:pos]+string([]byte{byte(c)})+s[pos+1:])
 			}
 		}
+	}
+	if s := LeafHash(Hash{}).String(); testing.AllocsPerRun(10, func() { ParseHash(s) }) != 0 {
+		t.Fatal("ParseHash allocates: it built the hash's string to compare")
 	}
 	for _, s := range inputs {
 		want, wok := roundTrip(s)
