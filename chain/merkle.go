@@ -34,11 +34,18 @@ func ParseHash(s string) (Hash, error) {
 	if len(s) != 2*len(h) {
 		return Hash{}, fmt.Errorf("hash %q: want %d hex digits", s, 2*len(h))
 	}
-	if _, err := hex.Decode(h[:], []byte(s)); err != nil || h.String() != s {
+	// Lowercase digits alone are what String writes back unchanged (without
+	// building it: the verifier parses every entry's prev).
+	if !IsLowerHex(s, 2*len(h)) {
 		return Hash{}, fmt.Errorf("hash %q: not lowercase hex", s)
 	}
+	hex.Decode(h[:], []byte(s))
 	return h, nil
 }
+
+// AppendHex appends String's text of h to b, for a caller comparing or
+// writing hashes in a loop without a string each.
+func (h Hash) AppendHex(b []byte) []byte { return hex.AppendEncode(b, h[:]) }
 
 // LeafHash returns the Merkle leaf hash of the entry whose hash is entryHash.
 func LeafHash(entryHash Hash) Hash {

@@ -1,7 +1,9 @@
 package chain
 
 import (
+	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -283,5 +285,71 @@ func merkleTamperConsistency(t testing.TB, old, size uint64, p []Hash, oldRoot, 
 	if old < size {
 		reject("extra element", append(append([]Hash(nil), p...), newRoot), oldRoot, newRoot)
 		reject("truncated proof", p[:len(p)-1], oldRoot, newRoot)
+	}
+}
+
+// TestParseHashIsTheRoundTrip: ParseHash accepts exactly the strings its
+// earlier definition did (hex.Decode succeeding and String giving s back),
+// without allocating, and AppendHex writes String's text, on every hash's
+// text with each digit replaced by every byte, and on other lengths.
+func TestParseHashIsTheRoundTrip(t *testing.T) {
+	roundTrip := func(s string) (Hash, bool) {
+		var h Hash
+		if len(s) != 2*len(h) {
+			return Hash{}, false
+		}
+		_, err := hex.Decode(h[:], []byte(s))
+		return h, err == nil && h.String() == s
+	}
+	var inputs []string
+	for seed := range 8 {
+		h := LeafHash(Hash{byte(seed)})
+		if got := string(h.AppendHex([]byte("x"))); got != "x"+h.String() {
+			t.Fatalf("AppendHex gives %q, want x%s", got, h)
+		}
+		s := h.String()
+		inputs = append(inputs, s, s[1:], s+"0", strings.ToUpper(s))
+		for _, pos := range []int{0, 31, 63} {
+			for c := range 256 {
+				inputs = append(inputs, s[:pos]+string([]byte{byte(c)})+s[pos+1:])
+			}
+		}
+	}
+	if s := LeafHash(Hash{}).String(); testing.AllocsPerRun(10, func() { ParseHash(s) }) != 0 {
+		t.Fatal("ParseHash allocates: it built the hash's string to compare")
+	}
+	for _, s := range inputs {
+		want, wok := roundTrip(s)
+		got, err := ParseHash(s)
+		if wok != (err == nil) || want != got && wok {
+			t.Fatalf("ParseHash(%q) = %s, %v; the round trip gives %s, %v", s, got, err, want, wok)
+		}
+	}
+}
+
+// TestAdvanceCopiesTheRangeOnce: Meta.Advance leaves the meta it advances
+// as it was (a verifier's segments share it) and gives the root of the
+// range with the new leaf, in two allocations (the meta and its range)
+// whatever the log's size: a copy of the range that then grew to take the
+// new hash was a third at every size where the range gets longer.
+func TestAdvanceCopiesTheRangeOnce(t *testing.T) {
+	m, _ := DecodeMeta(nil, false)
+	var ref Range
+	for i := range uint64(300) {
+		e := &Entry{Seq: i, Kind: KindNote, TS: "2026-12-01T00:00:00.000Z"}
+		h := merkleTestEntry(i)
+		before := slices.Clone(m.Range)
+		if allocs := testing.AllocsPerRun(10, func() { m.Advance(e, h) }); allocs > 2 {
+			t.Fatalf("size %d: Advance made %v allocations, want 2", i, allocs)
+		}
+		next, err := m.Advance(e, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref.Append(LeafHash(h))
+		if !slices.Equal(m.Range, before) || next.Root != ref.Root() || !slices.Equal(next.Range, ref.Hashes) {
+			t.Fatalf("size %d: Advance changed the old range or gave the wrong one", i)
+		}
+		m = next
 	}
 }

@@ -69,7 +69,10 @@ func (m *Meta) Advance(e *Entry, h Hash) (*Meta, error) {
 		}
 		next.Origin = g.Origin
 	}
-	r := Range{Size: m.Size, Hashes: append([]Hash(nil), m.Range...)}
+	// A copy with room for the one hash Append may add: m's range stays
+	// as it was, and the copy is not copied again to grow.
+	r := Range{Size: m.Size, Hashes: make([]Hash, len(m.Range), len(m.Range)+1)}
+	copy(r.Hashes, m.Range)
 	r.Append(LeafHash(h))
 	next.Range, next.Root = r.Hashes, r.Root()
 	return next, nil

@@ -77,7 +77,11 @@ func tileRecords(size uint64, level int, n uint64) int {
 // tileRead reads tile (level, n) of a log of the given size, checking that
 // its length is the one the size implies.
 func tileRead(kv KV, size uint64, level int, n uint64) ([]byte, error) {
-	path := TilePath(level, n)
+	return tileReadAt(kv, TilePath(level, n), size, level, n)
+}
+
+// tileReadAt is tileRead for a caller that has the tile's path already.
+func tileReadAt(kv KV, path string, size uint64, level int, n uint64) ([]byte, error) {
 	data, ok, err := kv.Get(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading tile %s: %w", path, err)
@@ -120,25 +124,45 @@ func tileSubtree(level int, data []byte, i, count int) Hash {
 // whose tiles kv holds: the level 0 tile gains a record, and each tile that
 // this fills contributes its root as a new record to the tile above it.
 func AppendTiles(kv KV, size uint64, entryHash Hash, locator [20]byte) (map[string][]byte, error) {
+	changed := make(map[string][]byte, 2)
+	err := AppendTilesTo(kv, size, entryHash, locator, func(path string, data []byte) error {
+		changed[path] = data
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return changed, nil
+}
+
+// AppendTilesTo is AppendTiles handing each changed tile to set, lowest
+// level first, instead of returning a map (a map an entry was a third of
+// what the tiles of a replayed entry allocated). set may write the tile
+// into kv: each level's tile is read before it is set, and a tile set is
+// never read again. A changed tile is always a new slice; the stored one is
+// never written to.
+func AppendTilesTo(kv KV, size uint64, entryHash Hash, locator [20]byte, set func(path string, data []byte) error) error {
 	if size+1 == 0 {
-		return nil, errors.New("append tiles: log is full")
+		return errors.New("append tiles: log is full")
 	}
 	var rec [tileEntrySize]byte
 	copy(rec[copy(rec[:], entryHash[:]):], locator[:])
-	changed := make(map[string][]byte, 2)
 	next := rec[:]
 	// index is the index of the new node at level 4·level; it is complete only
 	// after the append, so the old tile holds index%16 records.
 	for level, index := 0, size; ; level, index = level+1, index/tileWidth {
 		n := index / tileWidth
-		old, err := tileRead(kv, size, level, n)
+		path := TilePath(level, n)
+		old, err := tileReadAt(kv, path, size, level, n)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		data := append(old[:len(old):len(old)], next...)
-		changed[TilePath(level, n)] = data
+		if err := set(path, data); err != nil {
+			return err
+		}
 		if index%tileWidth != tileWidth-1 {
-			return changed, nil
+			return nil
 		}
 		root := tileSubtree(level, data, 0, tileWidth)
 		next = root[:]

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/bits"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -470,5 +471,53 @@ func BenchmarkConsistencyProof(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAppendTilesToWritesWhatAppendTilesReturns: AppendTilesTo setting each
+// tile straight into the store it reads from (as a replay does) leaves,
+// append after append over three tile levels, the store AppendTiles' map
+// copied into it leaves, and hands each tile once, lowest level first.
+func TestAppendTilesToWritesWhatAppendTilesReturns(t *testing.T) {
+	viaMap, direct := tileMemKV{}, tileMemKV{}
+	for i := range uint64(16*16*16 + 40) {
+		changed, err := AppendTiles(viaMap, i, merkleTestEntry(i), tileTestLocator(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(viaMap, changed)
+		var paths []string
+		err = AppendTilesTo(direct, i, merkleTestEntry(i), tileTestLocator(i), func(path string, data []byte) error {
+			paths = append(paths, path)
+			direct[path] = data
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(paths) != len(changed) || !slices.IsSortedFunc(paths, func(a, b string) int { return strings.Compare(a[:6], b[:6]) }) {
+			t.Fatalf("append %d: AppendTilesTo set %v, AppendTiles changed %d tiles", i, paths, len(changed))
+		}
+		if !maps.EqualFunc(viaMap, direct, bytes.Equal) {
+			t.Fatalf("append %d: the stores differ", i)
+		}
+	}
+	if err := AppendTilesTo(tileMemKV{}, 0, Hash{}, [20]byte{}, func(string, []byte) error { return errTileTestKV }); !errors.Is(err, errTileTestKV) {
+		t.Fatalf("an error of set gives %v", err)
+	}
+}
+
+// TestAppendTilesToAllocations: an append that changes only the level 0
+// tile allocates the new tile and its path, spelt once for the read and
+// the set.
+func TestAppendTilesToAllocations(t *testing.T) {
+	kv := tileBenchLog(t, 21)
+	n := testing.AllocsPerRun(100, func() {
+		if err := AppendTilesTo(kv, 21, merkleTestEntry(21), [20]byte{}, func(string, []byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 2 {
+		t.Fatalf("AppendTilesTo made %v allocations, want 2", n)
 	}
 }

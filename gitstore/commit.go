@@ -117,17 +117,30 @@ func (c *Commit) appendEncode(b []byte, sig string) []byte {
 }
 
 // ParseCommit parses a commit object. Headers tally does not model (encoding,
-// mergetag, ...) are skipped but stay in Raw and Payload.
+// mergetag, ...) are skipped but stay in Raw and Payload. The message and
+// every header string are cut from one copy of data (a verify parses every
+// ledger commit; a copy for the header, one for the message and a slice of
+// its lines cost three allocations).
 func ParseCommit(data []byte) (*Commit, error) {
 	c := &Commit{raw: data}
-	header, msg, ok := bytes.Cut(data, []byte("\n\n"))
-	if !ok {
+	sep := bytes.Index(data, []byte("\n\n"))
+	if sep < 0 {
 		return nil, errors.New("commit has no message separator")
 	}
-	c.Message = string(msg)
-	lines := strings.Split(string(header), "\n")
-	for i := 0; i < len(lines); i++ {
-		key, val, _ := strings.Cut(lines[i], " ")
+	s := string(data)
+	c.Message = s[sep+2:]
+	// Each header is a line and the continuation lines after it, which
+	// begin with a space.
+	rest, more := s[:sep], true
+	for more {
+		var line string
+		line, rest, more = strings.Cut(rest, "\n")
+		key, val, _ := strings.Cut(line, " ")
+		var cont []string
+		for more && strings.HasPrefix(rest, " ") {
+			line, rest, more = strings.Cut(rest, "\n")
+			cont = append(cont, line[1:])
+		}
 		var err error
 		switch key {
 		case "tree":
@@ -141,16 +154,7 @@ func ParseCommit(data []byte) (*Commit, error) {
 		case "committer":
 			c.Committer, err = parseIdent(val)
 		case "gpgsig":
-			sig := []string{val}
-			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], " ") {
-				i++
-				sig = append(sig, lines[i][1:])
-			}
-			c.Signature = strings.Join(sig, "\n") + "\n"
-		default:
-			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], " ") {
-				i++
-			}
+			c.Signature = strings.Join(append([]string{val}, cont...), "\n") + "\n"
 		}
 		if err != nil {
 			return nil, fmt.Errorf("commit header %s: %w", key, err)

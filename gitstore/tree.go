@@ -239,12 +239,20 @@ func (t *Tree) List(dir string) ([]string, error) {
 
 // Set stores data as the blob at path, creating directories as needed.
 func (t *Tree) Set(path string, data []byte) error {
+	_, err := t.SetID(path, data)
+	return err
+}
+
+// SetID is Set that also returns the blob's id, for a caller that needs it
+// beside the tree (the ledger's Merkle tiles record the entry blob's id):
+// hashing the blob again would cost a second SHA-1 of it.
+func (t *Tree) SetID(path string, data []byte) (ObjectID, error) {
 	if err := validPath(path); err != nil {
-		return err
+		return ObjectID{}, err
 	}
 	n, name, err := t.dir(path, true)
 	if err != nil {
-		return err
+		return ObjectID{}, err
 	}
 	e := treeEntry{name: name, mode: modeBlob, id: HashObject(BlobObject, data), data: data}
 	if t.fresh != nil {
@@ -252,13 +260,13 @@ func (t *Tree) Set(path string, data []byte) error {
 	}
 	if i := n.find(name); i >= 0 {
 		if n.entries[i].mode == modeTree {
-			return fmt.Errorf("%s is a directory", path)
+			return ObjectID{}, fmt.Errorf("%s is a directory", path)
 		}
 		n.entries[i] = e
-		return nil
+		return e.id, nil
 	}
 	n.insert(e)
-	return nil
+	return e.id, nil
 }
 
 // Delete removes the blob at path, and directories it leaves empty.

@@ -1,6 +1,7 @@
 package gitstore
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,39 @@ func TestTreeOrderIsGits(t *testing.T) {
 		if got := strings.TrimSpace(string(r.git(listing, "mktree"))); got != id {
 			t.Errorf("tree %s:\n%s\ngit sorts it as %s", id, listing, got)
 		}
+	}
+}
+
+// TestSetIDIsGitsBlobID: the id SetID returns is the one git gives the
+// blob, and the tree it leaves is the tree Set leaves, for new paths, for
+// overwrites and with TrackNew (which then names the blob to HashNew).
+func TestSetIDIsGitsBlobID(t *testing.T) {
+	r := odbNewRepo(t)
+	viaSet, viaID := NewTree(nil, ObjectID{}), NewTree(nil, ObjectID{})
+	viaID.TrackNew()
+	for i, p := range []string{"entry", "log/0/x1/f", "entry", "meta", "log/0/x1/f"} {
+		data := []byte(strings.Repeat(p, i+1) + "\n")
+		if err := viaSet.Set(p, data); err != nil {
+			t.Fatal(err)
+		}
+		id, err := viaID.SetID(p, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if git := strings.TrimSpace(string(r.git(data, "hash-object", "--stdin"))); id.String() != git {
+			t.Fatalf("SetID(%s) = %s, git hash-object gives %s", p, id, git)
+		}
+		var named []ObjectID
+		got, _ := viaID.HashNew(func(n ObjectID) { named = append(named, n) })
+		want, _ := viaSet.Hash(nil)
+		if got != want {
+			t.Fatalf("after %s: SetID's tree %s, Set's %s", p, got, want)
+		}
+		if !slices.Contains(named, id) {
+			t.Fatalf("HashNew named %v, not the blob %s SetID made", named, id)
+		}
+	}
+	if _, err := viaID.SetID("log", []byte("x")); err == nil {
+		t.Fatal("SetID over a directory succeeded")
 	}
 }

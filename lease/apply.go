@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -138,12 +139,47 @@ type rule struct {
 
 // body decodes the entry body strictly: unknown fields are a malformed entry.
 func (r *rule) body(v any) error {
-	dec := json.NewDecoder(bytes.NewReader(r.e.Body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeBody(r.e.Body, v); err != nil {
 		return errs.New(errs.Usage, "%s body: %v", r.e.Kind, err)
 	}
 	return nil
+}
+
+// bodyDecoder is a json.Decoder refusing unknown fields, with the reader it
+// reads from, so that one decoder decodes body after body: a decoder and its
+// buffer made for each entry were ≈ 0.85 KB of the 7.9 KB a verify
+// allocated an entry.
+type bodyDecoder struct {
+	r   bytes.Reader
+	dec *json.Decoder
+}
+
+var bodyDecoders = sync.Pool{New: func() any {
+	d := &bodyDecoder{}
+	d.dec = json.NewDecoder(&d.r)
+	d.dec.DisallowUnknownFields()
+	return d
+}}
+
+// maxPooledBody is the longest body whose decoder is kept: the decoder keeps
+// a buffer as long as the longest body it read, and a plan's can be megabytes.
+const maxPooledBody = 64 << 10
+
+// decodeBody decodes the first JSON value of body into v exactly as
+// json.NewDecoder(bytes.NewReader(body)) with DisallowUnknownFields would
+// (the same value, the same error). A decoder is reused only if it ends as a
+// fresh one would begin: no error (a decoder's errors are sticky) and every
+// byte of body read and consumed, none left in its buffer for the next body
+// to follow.
+func decodeBody(body []byte, v any) error {
+	d := bodyDecoders.Get().(*bodyDecoder)
+	d.r.Reset(body)
+	start := d.dec.InputOffset()
+	err := d.dec.Decode(v)
+	if err == nil && len(body) <= maxPooledBody && d.r.Len() == 0 && d.dec.InputOffset()-start == int64(len(body)) {
+		bodyDecoders.Put(d)
+	}
+	return err
 }
 
 // ts is the entry time plus d, as stored: every time the rules store is made
@@ -170,8 +206,11 @@ type NoteBody struct {
 
 func (r *rule) note() (string, error) {
 	var b NoteBody
-	if err := r.body(&b); err != nil {
-		return "", err
+	var plain bool
+	if b.Text, plain = plainNoteText(r.e.Body); !plain {
+		if err := r.body(&b); err != nil {
+			return "", err
+		}
 	}
 	if b.Text == "" || len(b.Text) > maxTextLen {
 		return "", errs.New(errs.Usage, "note text must be 1..%d bytes", maxTextLen)
@@ -184,6 +223,26 @@ func (r *rule) note() (string, error) {
 		return "", errs.New(errs.Usage, "note text must not contain NUL: git fsck refuses a commit carrying one")
 	}
 	return "note: " + firstLine(b.Text, 60), nil
+}
+
+// plainNoteText returns the text of a note body of the commonest spelling,
+// {"text":"..."} with a text of printable ASCII and neither quote nor
+// backslash, whose strict decode (decodeBody) is exactly those bytes; ok is
+// false for every other body, which the strict decode reads. Notes are most
+// of many ledgers' entries, and the decode's reflection cost more than the
+// rest of a note's rule.
+func plainNoteText(body []byte) (text string, ok bool) {
+	const open, end = `{"text":"`, `"}`
+	if len(body) < len(open)+len(end) || string(body[:len(open)]) != open || string(body[len(body)-len(end):]) != end {
+		return "", false
+	}
+	t := body[len(open) : len(body)-len(end)]
+	for _, c := range t {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(t), true
 }
 
 func firstLine(s string, max int) string {

@@ -384,7 +384,7 @@ func CommitFor(a *Applied, tree, parent gitstore.ObjectID) *gitstore.Commit {
 	ts, _ := chain.ParseTime(a.Entry.TS)
 	who := gitstore.Ident{Name: a.Entry.Actor, Email: a.Entry.Actor, When: ts.Unix(), TZ: "+0000"}
 	c := &gitstore.Commit{Tree: tree, Author: who, Committer: who,
-		Message: fmt.Sprintf("%s\n\nTally-Seq: %d\nTally-Entry: %s\n", a.Result.Summary, a.Entry.Seq, a.Hash)}
+		Message: commitMessage(a.Result.Summary, a.Entry.Seq, a.Hash)}
 	if !parent.IsZero() {
 		c.Parents = []gitstore.ObjectID{parent}
 	}

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -77,13 +79,25 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 	if err != nil {
 		return nil, linkError(err)
 	}
-	tiles, err := chain.AppendTiles(t, meta.Size, h, gitstore.HashObject(gitstore.BlobObject, raw))
-	if err != nil {
-		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
-	}
 	metaBytes, err := next.Encode()
 	if err != nil {
 		return nil, err
+	}
+	// The entry is set first of the changes (after every check that may
+	// refuse it, so that a refusal leaves t as it was) because its blob id
+	// is the tiles' locator: Set hashes it once for both.
+	loc, err := t.SetID(EntryKey, raw)
+	if err != nil {
+		return nil, errs.Wrap(errs.Corrupt, err, "apply entry")
+	}
+	err = chain.AppendTilesTo(t, meta.Size, h, loc, func(k string, v []byte) error {
+		if err := t.Set(k, v); err != nil {
+			return errs.Wrap(errs.Corrupt, err, "apply %s", k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, errs.Wrap(errs.Corrupt, err, "Merkle tiles")
 	}
 	for _, k := range res.Keys() {
 		if v := res.Changes[k]; v == nil {
@@ -95,18 +109,28 @@ func apply(t *gitstore.Tree, raw []byte, e *chain.Entry, h chain.Hash, meta *cha
 			return nil, errs.Wrap(errs.Corrupt, err, "apply %s", k)
 		}
 	}
-	for k, v := range tiles {
-		if err := t.Set(k, v); err != nil {
-			return nil, errs.Wrap(errs.Corrupt, err, "apply %s", k)
-		}
-	}
 	if err := t.Set(chain.MetaKey, metaBytes); err != nil {
 		return nil, errs.Wrap(errs.Corrupt, err, "apply meta")
 	}
-	if err := t.Set(EntryKey, raw); err != nil {
-		return nil, errs.Wrap(errs.Corrupt, err, "apply entry")
-	}
 	return &Applied{Entry: e, Hash: h, Meta: next, Result: res}, nil
+}
+
+// commitMessage is the message of the commit recording an entry (FORMAT.md
+// §4): the summary, a blank line, and the Tally-Seq and Tally-Entry
+// trailers. Built in one buffer: the verifier builds it for every entry it
+// checks, and fmt cost a hash string and buffers of its own.
+func commitMessage(summary string, seq uint64, h chain.Hash) string {
+	var num [20]byte
+	var hexh [2 * len(chain.Hash{})]byte
+	var b strings.Builder
+	b.Grow(len(summary) + len("\n\nTally-Seq: \nTally-Entry: \n") + len(num) + len(hexh))
+	b.WriteString(summary)
+	b.WriteString("\n\nTally-Seq: ")
+	b.Write(strconv.AppendUint(num[:0], seq, 10))
+	b.WriteString("\nTally-Entry: ")
+	b.Write(h.AppendHex(hexh[:0]))
+	b.WriteByte('\n')
+	return b.String()
 }
 
 func linkError(err error) error {

@@ -539,7 +539,8 @@ func (v *verifier) check(w walked, f fetched) error {
 		v.sigRules[c.Author.Name] = sig
 	}
 	h := chain.EntryHash(raw)
-	if recorded, _ := gitstore.Trailer(c.Message, "Tally-Entry"); recorded != h.String() {
+	var hexBuf [2 * len(chain.Hash{})]byte
+	if recorded, _ := gitstore.Trailer(c.Message, "Tally-Entry"); recorded != string(h.AppendHex(hexBuf[:0])) {
 		return v.fail(errs.HashMismatch, "entry hashes to %s, commit %s records %q", h, w.id, recorded)
 	}
 	var applied *Applied
