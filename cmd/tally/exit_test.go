@@ -46,8 +46,10 @@ func TestExitUnmapsNoPack(t *testing.T) {
 }
 
 var (
-	straceOpen   = regexp.MustCompile(`^(\d+) +openat\(AT_FDCWD, "([^"]+)", [^)]*\) = (\d+)$`)
-	straceMmap   = regexp.MustCompile(`^(\d+) +mmap\(NULL, \d+, PROT_READ, MAP_PRIVATE, (\d+), 0\) = (0x[0-9a-f]+)$`)
+	// A call strace resumed pads the space before " = " (joined by
+	// packMunmaps): " +" where strace writes one space or many.
+	straceOpen   = regexp.MustCompile(`^(\d+) +openat\(AT_FDCWD, "([^"]+)", [^)]*\) += (\d+)$`)
+	straceMmap   = regexp.MustCompile(`^(\d+) +mmap\(NULL, \d+, PROT_READ, MAP_PRIVATE, (\d+), 0\) += (0x[0-9a-f]+)$`)
 	straceMunmap = regexp.MustCompile(`^(\d+) +munmap\((0x[0-9a-f]+), \d+\)`)
 )
 
@@ -74,18 +76,44 @@ func packMunmaps(log string) (mapped, unmapped int) {
 		}
 		lines = append(lines, l)
 	}
-	fds := map[string]bool{}   // open descriptors of pack files
-	addrs := map[string]bool{} // their mappings
+	fds := map[string]bool{}   // open descriptors of pack files, by pid and descriptor
+	addrs := map[string]bool{} // their mappings, by pid and address
 	for _, l := range lines {
 		if m := straceOpen.FindStringSubmatch(l); m != nil {
-			fds[m[3]] = strings.Contains(m[2], "/objects/pack/pack-") && (strings.HasSuffix(m[2], ".pack") || strings.HasSuffix(m[2], ".idx"))
-		} else if m := straceMmap.FindStringSubmatch(l); m != nil && fds[m[2]] {
-			addrs[m[3]] = true
+			fds[m[1]+" "+m[3]] = strings.Contains(m[2], "/objects/pack/pack-") && (strings.HasSuffix(m[2], ".pack") || strings.HasSuffix(m[2], ".idx"))
+		} else if m := straceMmap.FindStringSubmatch(l); m != nil && fds[m[1]+" "+m[2]] {
+			addrs[m[1]+" "+m[3]] = true
 			mapped++
-		} else if m := straceMunmap.FindStringSubmatch(l); m != nil && addrs[m[2]] {
-			delete(addrs, m[2])
+		} else if m := straceMunmap.FindStringSubmatch(l); m != nil && addrs[m[1]+" "+m[2]] {
+			delete(addrs, m[1]+" "+m[2])
 			unmapped++
 		}
 	}
 	return mapped, unmapped
+}
+
+// TestPackMunmapsReadsStrace: the parser of TestExitUnmapsNoPack's traces.
+// A descriptor reused for a loose object, whose openat strace resumed (and
+// padded before " = "), no longer names a pack, in that process only; a
+// pack's mapping unmapped is counted, an address of another process is not.
+func TestPackMunmapsReadsStrace(t *testing.T) {
+	log := `20958 openat(AT_FDCWD, ".git/objects/pack/pack-fd.idx", O_RDONLY|O_CLOEXEC) = 3
+20958 mmap(NULL, 1436, PROT_READ, MAP_PRIVATE, 3, 0) = 0x7f561e1c8000
+20958 openat(AT_FDCWD, ".git/objects/7f/8c3f", O_RDONLY|O_CLOEXEC <unfinished ...>
+20955 --- SIGURG {si_signo=SIGURG, si_code=SI_TKILL, si_pid=20951, si_uid=0} ---
+20958 <... openat resumed>)             = 3
+20958 mmap(NULL, 147, PROT_READ, MAP_PRIVATE, 3, 0) = 0x7f561e1c7000
+20958 munmap(0x7f561e1c7000, 147)       = 0
+20955 openat(AT_FDCWD, "/r/.git/objects/pack/pack-ab.pack", O_RDONLY|O_CLOEXEC) = 8
+20955 mmap(NULL, 1719, PROT_READ, MAP_PRIVATE, 8, 0 <unfinished ...>
+20958 munmap(0x7effd87e8000, 1719)      = 0
+20955 <... mmap resumed>)               = 0x7effd87e8000
+20955 munmap(0x7f561e1c8000, 1436)      = 0
+`
+	if mapped, unmapped := packMunmaps(log); mapped != 2 || unmapped != 0 {
+		t.Errorf("mapped %d, unmapped %d; want 2 and 0", mapped, unmapped)
+	}
+	if mapped, unmapped := packMunmaps(log + "20955 munmap(0x7effd87e8000, 1719) = 0\n"); mapped != 2 || unmapped != 1 {
+		t.Errorf("with the pack unmapped: mapped %d, unmapped %d; want 2 and 1", mapped, unmapped)
+	}
 }
