@@ -1,6 +1,7 @@
 package tally
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -235,8 +236,11 @@ func noReadyCell(s *ledger.Snapshot, wave string) error {
 // second to pass (a lease may expire), then claims again. PLAN-COMPLETE, like
 // any other refusal, ends it at once. After wait it is WAIT-TIMEOUT with the
 // last refusal's details (waitTimeout), as for Lock. onWait, if set, is called with the first
-// refusal when the waiting starts.
-func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error)) (*LeaseResult, error) {
+// refusal when the waiting starts. Once ctx is done it claims no more and
+// returns the last refusal, within a second: an MCP client that gave up on the
+// call (its request timeout, or the agent cancelled) must not be granted a
+// lease it will never hear of.
+func (c *Client) ClaimWait(ctx context.Context, o ClaimOptions, wait time.Duration, onWait func(error)) (*LeaseResult, error) {
 	if wait <= 0 {
 		return c.Claim(o)
 	}
@@ -258,6 +262,9 @@ func (c *Client) ClaimWait(o ClaimOptions, wait time.Duration, onWait func(error
 		}
 		if !time.Now().Before(deadline) {
 			return nil, waitTimeout(wait, refusal)
+		}
+		if ctx.Err() != nil {
+			return nil, err
 		}
 		if onWait != nil {
 			onWait(refusal)
@@ -419,7 +426,7 @@ type DoneNextResult struct {
 }
 
 // DoneNext finishes the actor's cell as Done does, then claims the next ready
-// cell as ClaimWait(o, wait, onWait) does; o must be a plain claim with
+// cell as ClaimWait(ctx, o, wait, onWait) does; o must be a plain claim with
 // Next. Its error is the done's only: once the done stands, a claim that
 // finds nothing or fails is reported in the result.
 //
@@ -429,7 +436,7 @@ type DoneNextResult struct {
 // or neither. Otherwise (nothing ready, the claim refused, or a remote:
 // its sequencer decides claims) the claim is an append of its own after the
 // done's note, with ClaimWait's waiting.
-func (c *Client) DoneNext(req receipt.Request, o ClaimOptions, wait time.Duration, onWait func(error)) (*DoneNextResult, error) {
+func (c *Client) DoneNext(ctx context.Context, req receipt.Request, o ClaimOptions, wait time.Duration, onWait func(error)) (*DoneNextResult, error) {
 	if !o.Next || o.Wave != "" || o.Cell != "" || o.Steal || o.ReclaimDead {
 		return nil, errs.New(errs.Usage, "done's next claim is a plain claim of the next ready cell")
 	}
@@ -450,7 +457,7 @@ func (c *Client) DoneNext(req receipt.Request, o ClaimOptions, wait time.Duratio
 	if ap != nil {
 		res.Claim = leaseResult(ap, target)
 	} else {
-		res.Claim, res.NextErr = c.ClaimWait(o, wait, onWait)
+		res.Claim, res.NextErr = c.ClaimWait(ctx, o, wait, onWait)
 	}
 	if res.NextErr != nil {
 		res.Next = ErrorObject(res.NextErr)

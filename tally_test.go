@@ -1,6 +1,7 @@
 package tally_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,5 +152,29 @@ func TestDefaultActorFollowsIncludes(t *testing.T) {
 	defer c.Close()
 	if want := strings.TrimSpace(string(out)); c.Actor != want {
 		t.Fatalf("default actor %q, git config user.email %q", c.Actor, want)
+	}
+}
+
+// A cancelled ClaimWait stops waiting: cancelled as the waiting starts
+// (onWait), with 20 s left to wait, it returns the refusal it had
+// (NO-READY-CELL, not WAIT-TIMEOUT) within a second or two. An MCP client that gave up on
+// the call (its request timeout, or the agent cancelled) is not granted a
+// lease it will never hear of.
+func TestClaimWaitStopsWhenCancelled(t *testing.T) {
+	dir := testrepo.New(t)
+	clk := &clock{time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)}
+	alice, bob := open(t, dir, "alice", clk), open(t, dir, "bob", clk)
+	must(alice.Init("test/cancel", false))(t)
+	must(alice.Plan(&lease.PlanBody{Wave: "w", Cells: []lease.PlanCell{{ID: "only"}}}))(t)
+	must(alice.Claim(tally.ClaimOptions{Wave: "w", Cell: "only", TTL: 600}))(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	_, err := bob.ClaimWait(ctx, tally.ClaimOptions{Next: true, TTL: 600}, 20*time.Second, func(error) { cancel() })
+	if code(err) != "NO-READY-CELL" {
+		t.Fatalf("cancelled wait: %v (%s), want NO-READY-CELL", err, code(err))
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the cancelled wait took %v of its 20 s", took)
 	}
 }

@@ -43,7 +43,7 @@ type ClaimIn struct {
 	TTL         int    `json:"ttl,omitempty" jsonschema:"lease time to live in seconds"`
 	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
 	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process, in this boot and PID namespace, is gone (refused through a remote)"`
-	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"on NO-READY-CELL or LEASE-HELD, wait for the ledger to change and try again for up to this long (else WAIT-TIMEOUT), as claim --wait"`
+	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"on NO-READY-CELL or LEASE-HELD, wait for the ledger to change and try again for up to this long (else WAIT-TIMEOUT), as claim --wait; give the call a request timeout longer than this (the TypeScript SDK's default is 60 s): a cancelled call stops waiting and claims nothing more"`
 }
 
 func (ClaimIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
@@ -159,14 +159,14 @@ func (s *Server) tools() {
 		"LEASE-HELD (retryable) names the holder, epoch and expires_at; LEASE-OWNED (not retryable, yours: true) "+
 		"means you hold it already: renew it. With wait_seconds, NO-READY-CELL and LEASE-HELD wait in the server for "+
 		"the ledger to change (tally claim --wait).",
-		func(_ context.Context, in ClaimIn) (out *tally.LeaseResult, err error) {
+		func(ctx context.Context, in ClaimIn) (out *tally.LeaseResult, err error) {
 			o := tally.ClaimOptions{Wave: in.Wave, Cell: in.Cell, Next: in.Next, TTL: in.TTL, PID: s.opt.PID,
 				Steal: in.Steal, ReclaimDead: in.ReclaimDead}
 			if in.Next {
 				o.Wave, o.NextWave = "", in.Wave
 			}
 			wait := time.Duration(in.WaitSeconds) * time.Second
-			if err = s.call(func(c *tally.Client) error { out, err = c.ClaimWait(o, wait, nil); return err }); err == nil {
+			if err = s.call(func(c *tally.Client) error { out, err = c.ClaimWait(ctx, o, wait, nil); return err }); err == nil {
 				s.track(out.CellRef, out.Lease)
 			}
 			return out, err
@@ -196,7 +196,7 @@ func (s *Server) tools() {
 		"the evidence recorded by run (tally done). With next, then claim the next ready cell (tally done --next): "+
 		"once the receipt stands the call succeeds, and next is the claim's result (ok: true, keep its epoch) or its "+
 		"error object (ok: false: NO-READY-CELL, PLAN-COMPLETE, WAIT-TIMEOUT...).",
-		func(_ context.Context, in DoneIn) (out *tally.DoneNextResult, err error) {
+		func(ctx context.Context, in DoneIn) (out *tally.DoneNextResult, err error) {
 			if !in.Next && (in.NextWave != "" || in.TTL != 0 || in.WaitSeconds != 0) {
 				return nil, errs.New(errs.Usage, "next_wave, ttl and wait_seconds go with next")
 			}
@@ -209,7 +209,7 @@ func (s *Server) tools() {
 					return err
 				}
 				o := tally.ClaimOptions{Next: true, NextWave: in.NextWave, TTL: in.TTL, PID: s.opt.PID}
-				out, err = c.DoneNext(req, o, time.Duration(in.WaitSeconds)*time.Second, nil)
+				out, err = c.DoneNext(ctx, req, o, time.Duration(in.WaitSeconds)*time.Second, nil)
 				return err
 			})
 			if err == nil {

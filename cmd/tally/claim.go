@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +58,7 @@ too much to check against them).`,
 				}
 			}
 			return a.withClient(true, func(c *tally.Client) error {
-				res, err := c.ClaimWait(*o, f.wait, f.onWait(cmd))
+				res, err := c.ClaimWait(context.Background(), *o, f.wait, f.onWait(cmd))
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -58,7 +59,7 @@ the next done or tally sync pushes the pending note.
 					}
 					return a.emit(res, func(w io.Writer) { a.printDone(w, res) })
 				}
-				res, err := c.DoneNext(req, next.o, next.wait, next.onWait(cmd))
+				res, err := c.DoneNext(context.Background(), req, next.o, next.wait, next.onWait(cmd))
 				if err != nil {
 					return err
 				}
