@@ -229,14 +229,17 @@ feed | "$tally_bin" hook pre-receive "$@"
 // procReceiveKey is ProcReceiveConfig as `git config --get-regexp` names it.
 var procReceiveKey = strings.ToLower(ProcReceiveConfig)
 
-// routedValues is the extended regular expression, matched against each
-// whole value of ProcReceiveConfig (git config's value pattern: no
-// REG_NEWLINE, so ^ and $ are the value's ends), that the pre-receive shim
-// asks git for: a value that hands ledger.RequestPrefix additions over by
-// sequencing's rule (modifiers before the first ":" that include "a", or
-// none; then a ref prefix of ledger.RequestPrefix at a "/", any trailing
-// slashes), or any value with a "!" in it. It must not start with "!",
-// which would make git negate it.
+// routedValues is the rule by which receive.procReceiveRefs hands requests
+// to the sequencer, written once as an extended regular expression matched
+// against each whole value (git config's value pattern: no REG_NEWLINE, so
+// ^ and $ are the value's ends): a value routes ledger.RequestPrefix
+// additions when it has modifiers before the first ":" that include "a",
+// or none, and then a ref prefix of ledger.RequestPrefix at a "/", with any
+// trailing slashes. The last branch matches any value with a "!" in it,
+// which both readers take as "not routed". The pre-receive shim gives it to
+// git; sequencing matches it with Go's regexp, so it uses only what POSIX
+// ERE and RE2 read alike (anchors, groups, ?, *, a negated class). It must
+// not start with "!", which would make git negate it.
 var routedValues = func() string {
 	prefix := ""
 	parts := strings.Split(ledger.RequestPrefix, "/")

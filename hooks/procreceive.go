@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/format/pktline"
 
@@ -109,34 +110,31 @@ func Refusal(err error) Answer {
 }
 
 // sequencing reports whether repo routes requests (additions of refs under
-// ledger.RequestPrefix) to proc-receive: one value of ProcReceiveConfig
+// ledger.RequestPrefix) to proc-receive: some value of ProcReceiveConfig
 // covers ledger.RequestPrefix as git's receive-pack matches it (a ref
 // prefix, every trailing "/" dropped), with no modifiers or ones that
 // include additions ("a:", "ad:"), and no value is negative (a "!"
 // modifier: which refs those leave out is git's to define, so none is
-// relied on). The pre-receive shim (requestsOnly) applies the same rule,
-// and TestSequencedRequestSkipsPreReceive holds both to what git does. The
-// configuration is read in process: pre-receive asks this for every
-// request, and a `git config` child would cost more than the answer.
+// relied on). The rule is routedValues, the one pattern the pre-receive
+// shim (requestsOnly) hands to `git config --get-regexp`; here it is
+// matched in process, since pre-receive asks this for every request and a
+// `git config` child would cost more than the answer. TestSequencingAsGit
+// holds the two matchers to one answer, and
+// TestSequencedRequestSkipsPreReceive both to what git's receive-pack does.
 func sequencing(repo *gitstore.Repo) bool {
 	covered := false
 	for _, v := range repo.Config().Values(ProcReceiveConfig) {
 		if strings.Contains(v, "!") {
 			return false
 		}
-		if mods, rest, ok := strings.Cut(v, ":"); ok {
-			if !strings.Contains(mods, "a") {
-				continue
-			}
-			v = rest
-		}
-		v = strings.TrimRight(v, "/")
-		if v != "" && (v == ledger.RequestPrefix || strings.HasPrefix(ledger.RequestPrefix, v+"/")) {
-			covered = true
-		}
+		covered = covered || routedValue().MatchString(v)
 	}
 	return covered
 }
+
+// routedValue is routedValues compiled, on first use: every other command
+// would pay for compiling it at start.
+var routedValue = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(routedValues) })
 
 // checkRequest is pre-receive's judgment of a push to a request ref: passed
 // on to proc-receive where the repository routes requests there, refused
