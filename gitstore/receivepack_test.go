@@ -192,3 +192,42 @@ func (s *requestSite) check2(t *testing.T, what string) (*gitstore.RequestResult
 	}
 	return native, nativeErr
 }
+
+// TestPushRequestNativeServerChecks: tally pushing itself moves no check
+// off the server. Pushed natively, a request commit whose tree the pack
+// leaves out is refused by receive-pack's connectivity check, a pack whose
+// checksum is wrong by its unpacker; neither leaves a ref. A whole request
+// then lands.
+func TestPushRequestNativeServerChecks(t *testing.T) {
+	s := newRequestSite(t, gitserver.DaemonOptions{})
+	host, addr, path, ok := gitstore.NativePushTarget(s.repo, s.url)
+	if !ok {
+		t.Fatalf("%s: not pushed natively", s.url)
+	}
+	who := gitstore.Ident{Name: "tally", Email: "tally", When: 1, TZ: "+0000"}
+	pw := gitstore.NewPackWriter()
+	tree := gitstore.HashObject(gitstore.TreeObject, []byte("100644 f\x00"+strings.Repeat("\x01", 20)))
+	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: "no tree"}).Encode())
+	res, err := gitstore.PushRequestNative(host, addr, path, "refs/for/tally/a", id, pw.Bytes())
+	if err != nil || res.OK || !strings.Contains(res.Reason, "missing necessary objects") {
+		t.Fatalf("a request without its tree: %#v %v", res, err)
+	}
+
+	pw, id = request("bad checksum")
+	pack := pw.Bytes()
+	pack[len(pack)-1] ^= 1
+	res, err = gitstore.PushRequestNative(host, addr, path, "refs/for/tally/b", id, pack)
+	if err == nil && (res.OK || !strings.Contains(res.Reason, "unpacker error")) {
+		t.Fatalf("a pack with a wrong checksum: %#v %v", res, err)
+	}
+	if refs := testrepo.Git(t, s.bare, "for-each-ref"); refs != "" {
+		t.Fatalf("refused pushes left refs:\n%s", refs)
+	}
+	pw, id = request("whole")
+	if res, err = gitstore.PushRequestNative(host, addr, path, "refs/for/tally/c", id, pw.Bytes()); err != nil || !res.OK {
+		t.Fatalf("a whole request: %#v %v", res, err)
+	}
+	if got := testrepo.Git(t, s.bare, "rev-parse", "refs/for/tally/c"); got != id.String() {
+		t.Fatalf("stored %s, pushed %s", got, id)
+	}
+}
