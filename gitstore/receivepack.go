@@ -149,9 +149,15 @@ func pushRequestNative(host, addr, path, ref string, commit ObjectID, pack []byt
 	defer conn.Close()
 	w := bufio.NewWriter(conn)
 	enc := pktline.NewEncoder(w)
+	sent := func(err error) error {
+		if err == nil {
+			err = w.Flush()
+		}
+		return err
+	}
 	// git's connect.c: "<service> <path>\0host=<host>\0", and nothing after
 	// it for protocol version 0.
-	if err := enc.EncodeString("git-receive-pack " + path + "\x00host=" + host + "\x00"); err != nil || w.Flush() != nil {
+	if err := sent(enc.EncodeString("git-receive-pack " + path + "\x00host=" + host + "\x00")); err != nil {
 		return nil, cutFailure(err)
 	}
 	sc := pktline.NewScanner(bufio.NewReader(conn))
@@ -160,36 +166,37 @@ func pushRequestNative(host, addr, path, ref string, commit ObjectID, pack []byt
 		return nil, err
 	}
 	// The capabilities git's send-pack asks for, in its order, for a push
-	// without progress; anything it could not ask for is git's to handle.
-	var want []string
-	switch {
-	case caps["report-status-v2"]:
-		want = append(want, "report-status-v2")
-	case caps["report-status"]:
-		want = append(want, "report-status")
+	// without progress; a server it would speak to otherwise is git's.
+	report := "report-status-v2"
+	if !caps[report] {
+		report = "report-status"
 	}
-	if caps["side-band-64k"] {
-		want = append(want, "side-band-64k")
+	format := hasCapPrefix(caps, "object-format=")
+	if !caps[report] || !caps["side-band-64k"] || format && !caps["object-format=sha1"] {
+		sent(enc.Flush()) // no command: receive-pack ends as after an empty push
+		return nil, errNotNative
 	}
+	want := []string{report, "side-band-64k"}
 	if caps["quiet"] {
 		want = append(want, "quiet")
 	}
-	format := hasCapPrefix(caps, "object-format=")
 	if format {
 		want = append(want, "object-format=sha1")
-	}
-	if len(want) < 2 || want[1] != "side-band-64k" || format && !caps["object-format=sha1"] {
-		enc.Flush() // no command: receive-pack ends as after an empty push
-		w.Flush()
-		return nil, errNotNative
 	}
 	if hasCapPrefix(caps, "agent=") {
 		want = append(want, "agent=tally")
 	}
-	zero := ObjectID{}
-	enc.EncodeString(zero.String() + " " + commit.String() + " " + ref + "\x00 " + strings.Join(want, " "))
-	enc.Flush()
-	if _, err := w.Write(pack); err != nil || w.Flush() != nil {
+	var zero ObjectID
+	if err := enc.EncodeString(zero.String() + " " + commit.String() + " " + ref + "\x00 " + strings.Join(want, " ")); err != nil {
+		return nil, cutFailure(err)
+	}
+	if err := enc.Flush(); err != nil {
+		return nil, cutFailure(err)
+	}
+	if _, err := w.Write(pack); err != nil {
+		return nil, cutFailure(err)
+	}
+	if err := sent(nil); err != nil {
 		return nil, cutFailure(err)
 	}
 	return readReport(sc, ref, commit)

@@ -231,3 +231,62 @@ func TestPushRequestNativeServerChecks(t *testing.T) {
 		t.Fatalf("stored %s, pushed %s", got, id)
 	}
 }
+
+// TestNativePushTargetLeavesToGit: tally pushes a request itself only to a
+// git:// URL that git would reach directly: any configuration only git
+// applies (a URL rewrite, a proxy, protocol rules, several push URLs,
+// another protocol version, configuration in the environment) leaves the
+// push to git, and so do other URL forms and schemes.
+func TestNativePushTargetLeavesToGit(t *testing.T) {
+	s := newRequestSite(t, gitserver.DaemonOptions{})
+	dir := s.repo.WorkTree
+	testrepo.Git(t, dir, "remote", "add", "origin", "git://example.com/r.git")
+	host, addr, path, ok := gitstore.NativePushTarget(s.repo, "origin")
+	if !ok || host != "example.com" || addr != "example.com:9418" || path != "/r.git" {
+		t.Fatalf("origin: %q %q %q %v", host, addr, path, ok)
+	}
+	if host, addr, _, ok := gitstore.NativePushTarget(s.repo, "git://127.0.0.1:1234/r.git"); !ok || host != "127.0.0.1:1234" || addr != "127.0.0.1:1234" {
+		t.Fatalf("a URL with a port: %q %q %v", host, addr, ok)
+	}
+	for _, url := range []string{"http://example.com/r.git", "ssh://example.com/r.git", "example.com:r.git", "/srv/r.git",
+		"git://[::1]/r.git", "git://example.com/~user/r.git", "git://example.com/r%20x.git", "git://u@example.com/r.git", "git://example.com"} {
+		if _, _, _, ok := gitstore.NativePushTarget(s.repo, url); ok {
+			t.Errorf("%s: pushed natively", url)
+		}
+	}
+	for _, c := range [][]string{
+		{"url.git://example.com/.insteadOf", "git://elsewhere/"},
+		{"url.git://example.com/.pushInsteadOf", "git://elsewhere/"},
+		{"core.gitProxy", "proxy-command"},
+		{"protocol.allow", "never"},
+		{"protocol.git.allow", "never"},
+		{"protocol.version", "1"},
+		{"push.pushOption", "x"},
+		{"push.negotiate", "true"},
+		{"remote.origin.receivepack", "git receive-pack"},
+		{"remote.origin.pushurl", "http://example.com/r.git"},
+		{"remote.origin.vcs", "hg"},
+	} {
+		testrepo.Git(t, dir, "config", c[0], c[1])
+		if _, _, _, ok := gitstore.NativePushTarget(s.repo, "origin"); ok {
+			t.Errorf("%s=%s: pushed natively", c[0], c[1])
+		}
+		testrepo.Git(t, dir, "config", "--unset", c[0])
+	}
+	testrepo.Git(t, dir, "config", "--add", "remote.origin.url", "git://example.com/other.git")
+	if _, _, _, ok := gitstore.NativePushTarget(s.repo, "origin"); ok {
+		t.Errorf("two URLs (git pushes to both): pushed natively")
+	}
+	testrepo.Git(t, dir, "config", "--unset-all", "remote.origin.url")
+	testrepo.Git(t, dir, "config", "remote.origin.url", "git://example.com/r.git")
+	for _, env := range []string{"GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_OVERRIDE_VIRTUAL_HOST", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_SYSTEM"} {
+		t.Setenv(env, "x")
+		if _, _, _, ok := gitstore.NativePushTarget(s.repo, "origin"); ok {
+			t.Errorf("%s set: pushed natively", env)
+		}
+		os.Unsetenv(env)
+	}
+	if _, _, _, ok := gitstore.NativePushTarget(s.repo, "origin"); !ok {
+		t.Fatalf("origin after the settings went: not pushed natively")
+	}
+}
