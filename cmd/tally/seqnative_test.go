@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -179,4 +180,36 @@ func hookEnvs(t *testing.T, log string) [][]string {
 		out = append(out, env)
 	}
 	return out
+}
+
+// TestSequencedNativePushWritesNoPack: a request pushed over git daemon is
+// sent from memory: the clone creates no pack for it (counted from strace:
+// the packs whose files a claim creates in objects/pack), only the one of
+// the range the server sent back, and runs no other program.
+func TestSequencedNativePushWritesNoPack(t *testing.T) {
+	strace := testrepo.Strace(t)
+	t.Parallel()
+	c, _, dir := sequencedAgent(t, "nopack", 4)
+	claim := []string{"--remote", "origin", "claim", "--next", "--ttl", "3600"}
+	c.ok(dir, netAgent(0), nil, claim...) // the first one fetches
+	trace := filepath.Join(t.TempDir(), "trace")
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", trace, "-e", "trace=openat,execve", c.bin, "-C", dir, "--json"}, claim...)...)
+	cmd.Env = testrepo.Env("TALLY_ACTOR=" + netAgent(0))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tally %v: %v %s", claim, err, out)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`openat\(AT_FDCWD, "[^"]*/objects/pack/(pack-[0-9a-f]{40})\.[a-z]+", [^)]*O_CREAT`).FindAllSubmatch(b, -1) {
+		packs[string(m[1])] = true
+	}
+	if len(packs) != 1 {
+		t.Errorf("a sequenced claim created the files of %d packs %v, want 1 (the sent range's)", len(packs), packs)
+	}
+	if n := len(regexp.MustCompile(`(?m)^\d+ +execve\(`).FindAll(b, -1)); n != 1 {
+		t.Errorf("a sequenced claim ran %d programs, want 1 (tally itself)", n)
+	}
 }
