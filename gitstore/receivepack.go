@@ -18,8 +18,8 @@ import (
 // push`: a request is one commit with the empty tree, already a pack in
 // memory, and git's push and its pack-objects were two process starts a
 // claim (12–17 ms of CPU at 8 agents, PERFORMANCE.md) for two objects.
-// tally speaks the server's side of `git push` exactly (receive-pack,
-// protocol version 0, as git ≥ 2.26 speaks it for every push): the
+// tally speaks `git push`'s side of the protocol to receive-pack exactly
+// (protocol version 0, as git ≥ 2.26 speaks it for every push): the
 // connection request with the same host, the same command and capabilities
 // (report-status-v2, side-band-64k, quiet, object-format), the request's
 // pack, and the report read as git reads it. The server sees the same push
