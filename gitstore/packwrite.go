@@ -229,10 +229,16 @@ const packKeepText = "tally: protects a pack until its ref is updated\n"
 // is checked as well.
 const staleTempAge = 10 * time.Minute
 
-func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) {
-	if len(w.entries) == 0 {
-		return nil, errors.New("gitstore: no objects to pack")
-	}
+// Bytes is the pack stream of the objects added (what WriteTo stores as the
+// .pack), for a push that sends it without storing it.
+func (w *PackWriter) Bytes() []byte {
+	pack, _, _ := w.pack()
+	return pack
+}
+
+// pack lays the entries out as a pack (version 2, the entries in the order
+// added) and returns it with each entry's index record and its checksum.
+func (w *PackWriter) pack() ([]byte, []packIdxEntry, [sha1.Size]byte) {
 	size := 12 + sha1.Size
 	for _, e := range w.entries {
 		size += len(e)
@@ -246,7 +252,14 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		pack = append(pack, e...)
 	}
 	sum := sha1.Sum(pack)
-	pack = append(pack, sum[:]...)
+	return append(pack, sum[:]...), idx, sum
+}
+
+func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) {
+	if len(w.entries) == 0 {
+		return nil, errors.New("gitstore: no objects to pack")
+	}
+	pack, idx, sum := w.pack()
 	st := &stagedPack{dir: filepath.Join(objectDir, "pack"), name: "pack-" + hex.EncodeToString(sum[:])}
 	if err := os.MkdirAll(st.dir, 0o777); err != nil {
 		return nil, err

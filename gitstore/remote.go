@@ -426,14 +426,25 @@ func splitStderr(s string) (said, own string) {
 	for _, l := range strings.Split(strings.ReplaceAll(s, "\r", "\n"), "\n") {
 		l = strings.TrimSpace(l)
 		if rest, ok := strings.CutPrefix(l, "remote:"); ok {
-			if rest = strings.TrimSpace(rest); rest != "" {
-				server = append(server, rest)
-			}
+			server = append(server, rest)
 		} else if l != "" {
 			local = append(local, l)
 		}
 	}
-	return plainText(strings.Join(server, "; ")), plainText(strings.Join(local, "; "))
+	return saidText(server), plainText(strings.Join(local, "; "))
+}
+
+// saidText is what the server said in lines (its "remote:" lines, prefix
+// removed), each trimmed, the empty ones dropped, joined with "; ", markup
+// reduced to words.
+func saidText(lines []string) string {
+	var kept []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			kept = append(kept, l)
+		}
+	}
+	return plainText(strings.Join(kept, "; "))
 }
 
 func joinWords(parts ...string) string {

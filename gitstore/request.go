@@ -31,12 +31,31 @@ type RequestResult struct {
 	Lines []string
 }
 
-// PushRequest pushes commit (with the objects it needs) to ref on the
-// remote with `git push --porcelain` and returns the server's answer for it.
-// A transport failure, or output without a status line for the push, wraps
+// PushRequest pushes commit, whose objects pw holds, to ref on the remote
+// and returns the server's answer for it. Over git:// tally sends pw's pack
+// itself (pushRequestNative, where nativePushTarget allows) and stores
+// nothing; otherwise the pack is stored for `git push --porcelain` to send,
+// and removed after it (the request is the server's then). Either way a
+// transport failure, or an answer without a status for the push, wraps
 // ErrRemoteUnreachable (or ErrRemoteDenied): the request may or may not
 // have been acted on.
-func (r *Repo) PushRequest(remote, ref string, commit ObjectID) (*RequestResult, error) {
+func (r *Repo) PushRequest(remote, ref string, pw *PackWriter, commit ObjectID) (*RequestResult, error) {
+	if host, addr, path, ok := r.nativePushTarget(remote); ok {
+		res, err := pushRequestNative(host, addr, path, ref, commit, pw.Bytes())
+		if !errors.Is(err, errNotNative) {
+			return res, err
+		}
+	}
+	pack, err := pw.WriteTo(r.ObjectDir)
+	if err != nil {
+		return nil, err
+	}
+	defer RemovePack(r.ObjectDir, pack)
+	return r.pushRequestGit(remote, ref, commit)
+}
+
+// pushRequestGit pushes commit, stored, to ref with `git push --porcelain`.
+func (r *Repo) pushRequestGit(remote, ref string, commit ObjectID) (*RequestResult, error) {
 	// core.abbrev=40: the porcelain range shows whole object names;
 	// color.remote=false: git would colour keywords in what the server says.
 	var stderr bytes.Buffer
@@ -88,10 +107,11 @@ func parsePorcelain(out, src string) (*RequestResult, bool) {
 // remoteLines are the server's lines in git's stderr s: those git prefixed
 // with "remote: ", without the prefix and without the spaces git pads each
 // with (its sideband demultiplexer's clear-to-end-of-line when stderr is
-// not a terminal).
+// not a terminal). A carriage return ends a line as a newline does: git's
+// demultiplexer starts a new "remote: " line after either.
 func remoteLines(s string) []string {
 	var out []string
-	for _, l := range strings.Split(s, "\n") {
+	for _, l := range strings.FieldsFunc(s, func(c rune) bool { return c == '\n' || c == '\r' }) {
 		if rest, ok := strings.CutPrefix(l, "remote: "); ok {
 			out = append(out, strings.TrimRight(rest, " "))
 		}

@@ -192,12 +192,7 @@ func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.Object
 	tree := pw.Add(gitstore.TreeObject, nil)
 	who := gitstore.Ident{Name: "tally", Email: "tally", When: l.now().Unix(), TZ: "+0000"}
 	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: string(raw)}).Encode())
-	pack, err := pw.WriteTo(l.Repo.ObjectDir)
-	if err != nil {
-		return nil, err
-	}
-	defer gitstore.RemovePack(l.Repo.ObjectDir, pack) // the intent is the server's now
-	return l.Repo.PushRequest(remote, RequestRef(op), id)
+	return l.Repo.PushRequest(remote, RequestRef(op), pw, id)
 }
 
 // SequencerConfig is the git configuration variable of a clone that sends

@@ -105,6 +105,7 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 		objs = append(objs, o)
 		return nil
 	}
+	diff := gitstore.NewTreeDiffer(readObject)
 	for id, n := tip, 0; id != have; n++ {
 		if n == sentMaxEntries {
 			return nil
@@ -117,7 +118,7 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 		if err != nil {
 			return nil
 		}
-		if add(id, gitstore.CommitObject, nil) != nil || gitstore.AddedObjects(readObject, p.Tree, c.Tree, add) != nil {
+		if add(id, gitstore.CommitObject, nil) != nil || diff.Added(p.Tree, c.Tree, add) != nil {
 			return nil
 		}
 		id = c.Parents[0]
@@ -234,13 +235,14 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		}
 		return nil
 	}
+	diff := gitstore.NewTreeDiffer(read)
 	for id, n := tip, 0; id != have; n++ {
 		c, err := gitstore.ReadCommitWith(read, id)
 		if n == sentMaxEntries || err != nil || len(c.Parents) == 0 || (n == 0 && c.Parents[0] != old) {
 			return nil
 		}
 		p, err := gitstore.ReadCommitWith(read, c.Parents[0])
-		if err != nil || gitstore.AddedObjects(read, p.Tree, c.Tree, need) != nil {
+		if err != nil || diff.Added(p.Tree, c.Tree, need) != nil {
 			return nil
 		}
 		id = c.Parents[0]
