@@ -3,7 +3,6 @@ package gitstore
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,26 +13,18 @@ import (
 // refs first and second both at a.
 func refMovesRepo(t *testing.T) (r *Repo, a, b ObjectID) {
 	t.Helper()
-	dir := t.TempDir()
-	git := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+	g := odbNewRepo(t)
+	rev := func() ObjectID {
+		id, _ := ParseObjectID(strings.TrimSpace(string(g.git(nil, "rev-parse", "HEAD"))))
+		return id
 	}
-	git("init", "-q", "-b", "main")
-	git("commit", "-q", "--allow-empty", "-m", "a")
-	a, _ = ParseObjectID(git("rev-parse", "HEAD"))
-	git("commit", "-q", "--allow-empty", "-m", "b")
-	b, _ = ParseObjectID(git("rev-parse", "HEAD"))
-	git("update-ref", "refs/tally/first", a.String())
-	git("update-ref", "refs/notes/second", a.String())
-	r, err := Open(dir)
+	g.git(nil, "commit", "-q", "--allow-empty", "-m", "a")
+	a = rev()
+	g.git(nil, "commit", "-q", "--allow-empty", "-m", "b")
+	b = rev()
+	g.git(nil, "update-ref", "refs/tally/first", a.String())
+	g.git(nil, "update-ref", "refs/notes/second", a.String())
+	r, err := Open(g.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,21 +45,7 @@ func syscallCounts(t *testing.T, strace, dir, actor string, args ...string) (fsy
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending := map[string]string{} // pid -> the first half of a call strace split (another thread ran in between)
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		if before, ok := strings.CutSuffix(l, " <unfinished ...>"); ok {
-			pending[f[0]] = before
-			continue
-		}
-		if f[1] == "<..." {
-			_, rest, _ := strings.Cut(l, " resumed>")
-			l = pending[f[0]] + rest
-			delete(pending, f[0])
-		}
+	for _, l := range straceJoin(string(b)) {
 		m := straceCall.FindStringSubmatch(l)
 		if m == nil || m[3] == "-1" {
 			continue
