@@ -472,7 +472,7 @@ func (r *Repo) LockWriter(path string, timeout time.Duration) (*WriterLock, erro
 	if err != nil || w.stale == "" {
 		return w, err
 	}
-	if err := r.removeOrphans(w); err == nil {
+	if err = r.removeOrphans(w); err == nil {
 		err = w.record(w.stale)
 	}
 	if err != nil {
