@@ -341,9 +341,11 @@ type DoneResult struct {
 	Warnings []string `json:"warnings"`
 }
 
-// Done finishes the actor's cell with a receipt, then points a git note on the
-// receipted commit at it. The receipt is the record; the note is a
-// convenience, so failing to write it is reported, not fatal.
+// Done finishes the actor's cell with a receipt and points a git note on the
+// receipted commit at it: on a local ledger in the receipt's own append
+// (receipt.BesideNote), in remote mode once the entry has landed on the
+// remote. The receipt is the record; the note is a convenience, so failing
+// to write it is reported, not fatal.
 func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	res, _, err := c.done(req, nil)
 	return res, err
@@ -373,7 +375,11 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 		if cell, err := lease.ReadCell(s, req.Wave, req.Cell); err == nil {
 			paths = cell.Paths
 		}
-		return &ledger.Draft{Kind: chain.KindDone, Body: body}, nil
+		d := &ledger.Draft{Kind: chain.KindDone, Body: body}
+		if c.Remote() == "" {
+			d.Beside = receipt.BesideNote(c.L.Repo) // the note in the receipt's append
+		}
+		return d, nil
 	}}
 	thenBuilt := false // the receipt passed the rules: what failed after came from then or the write
 	if then != nil {
@@ -397,11 +403,12 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 	ref := ap.Result.Effect.(*lease.ReceiptRef)
 	prep.Taken()
 	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef, Warnings: doneWarnings(done, paths, status)}
-	commit, _ := gitstore.ParseObjectID(ref.Commit)
-	ts, _ := chain.ParseTime(ap.Entry.TS)
-	who := gitstore.Ident{Name: c.Actor, Email: c.Actor, When: ts.Unix(), TZ: "+0000"}
-	line := receipt.NoteLine(ap.Meta.Origin, ap.Entry.Seq, ap.Hash.String(), ref.Wave+"/"+ref.Cell, ref.Epoch)
-	if err := receipt.AddNote(c.L.Repo, c.L.NotesLock(), commit, line, who); err != nil {
+	if c.Remote() == "" && ap.BesideErr == nil {
+		return res, next, nil // the note went with the receipt
+	}
+	// In remote mode, or when the note could not go with the receipt
+	// (another writer held or moved the notes ref), it is an append of its own.
+	if err := receipt.AddDoneNote(c.L.Repo, c.L.NotesLock(), ap); err != nil {
 		res.Note = "not written: " + err.Error()
 		return res, next, nil
 	}
@@ -409,6 +416,7 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 		// The entry has landed, so the server's hook finds the receipt the
 		// note names. A note that does not reach the remote now stays
 		// pending in the local notes: done succeeded all the same.
+		_, who, _ := receipt.DoneNote(ap) // AddDoneNote read it: ap is a receipt
 		res.NotesPush = c.pushNotes(c.Remote(), ap.Commit, who)
 	}
 	return res, next, nil

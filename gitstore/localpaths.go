@@ -59,9 +59,6 @@ func (p LocalPaths) Evidence(wave, cell string, epoch int64) string {
 	return filepath.Join(p.dir, "evidence", wave, cell, strconv.FormatInt(epoch, 10))
 }
 
-// NotesLock is the lock of the receipt notes writer.
-func (p LocalPaths) NotesLock() string { return filepath.Join(p.dir, "notes.lock") }
-
 // CheckpointsLock is the lock of the checkpoint store.
 func (p LocalPaths) CheckpointsLock() string { return filepath.Join(p.dir, "checkpoints.lock") }
 

@@ -115,7 +115,7 @@ func (r *Repo) MergeNotes(lockPath, ref string, theirs ObjectID, who Ident) erro
 	if theirs.IsZero() {
 		return nil
 	}
-	wl, err := AcquireWriterLock(lockPath, 30*time.Second)
+	wl, err := r.LockWriter(lockPath, 30*time.Second)
 	if err != nil {
 		return err
 	}

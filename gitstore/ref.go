@@ -284,89 +284,152 @@ func (r *Repo) UpdateRef(w *WriterLock, name string, old, new ObjectID) error {
 }
 
 // UpdateRefWithPack is UpdateRef that first makes the objects in pw (which
-// new needs) durable and visible as one pack, and returns the pack's name.
-// The ref is compared before anything is written, so a lost race leaves no
-// pack behind. The fsyncs, in order: the .pack, the .idx and the lockfile
-// (none needs to be durable before another, only all before the renames);
-// the pack directory, once the .idx is renamed into place (the ref must
-// never name objects whose pack could be lost); the ref's directory, once
-// the lock is renamed over the ref. On success the new value and the pack
-// are durable when this returns.
+// new needs) durable and visible as one pack, and returns the pack's name:
+// UpdateRefsWithPack with one move.
 func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, pw *PackWriter) (string, error) {
-	path := r.refPath(name)
-	lockPath := path + ".lock"
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", err
+	packName, err := r.UpdateRefsWithPack(w, []RefMove{{Ref: name, Old: old, New: new}}, pw)
+	var me *RefMoveError
+	if errors.As(err, &me) {
+		err = me.Err // one move: which one failed says nothing
 	}
-	content := new.String() + "\n"
-	lock, err := r.createRefLock(w, name, content)
-	if err != nil {
-		w.record(w.stale)
-		return "", err
+	return packName, err
+}
+
+// RefMove is one ref's compare-and-swap: from Old (zero: the ref must not
+// exist) to New.
+type RefMove struct {
+	Ref      string
+	Old, New ObjectID
+}
+
+// RefMoveError is the failure of move Index of UpdateRefsWithPack (Ref);
+// Landed moves, the first ones, were made and are durable (0: nothing
+// changed, whichever move failed).
+type RefMoveError struct {
+	Index, Landed int
+	Ref           string
+	Err           error
+}
+
+func (e *RefMoveError) Error() string { return fmt.Sprintf("update %s: %v", e.Ref, e.Err) }
+func (e *RefMoveError) Unwrap() error { return e.Err }
+
+// UpdateRefsWithPack makes the objects in pw (which the new values need)
+// durable and visible as one pack, then moves each ref in turn, and returns
+// the pack's name. Every ref is locked ("<ref>.lock", O_EXCL) and compared
+// before anything is written, so a lost race leaves no pack and moves no
+// ref. The fsyncs, in order: the .pack, the .idx and every lockfile (none
+// needs to be durable before another, only all before the renames); the
+// pack directory, once the .idx is renamed into place (a ref must never
+// name objects whose pack could be lost); then, for each move in order, its
+// lock renamed over the ref and the ref's directory synced, so a move is
+// durable before the next one's rename is issued. A move after the first
+// is recorded as conditional on the first (the writer lock's record: its
+// lines are preceded by "if <first ref> <first value>"), so that the next
+// holder of w finishes the moves of a holder killed between two renames
+// (FinishMoves). On success every move is durable when this returns; an
+// error is a *RefMoveError once the locks are taken, saying which move
+// failed and how many landed.
+func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter) (string, error) {
+	var rec strings.Builder
+	for i, m := range moves {
+		if err := os.MkdirAll(filepath.Dir(r.refPath(m.Ref)), 0o755); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			rec.WriteString("if " + moves[0].Ref + " " + moves[0].New.String() + "\n")
+		}
+		rec.WriteString(m.Ref + " " + m.New.String() + "\n")
 	}
+	locks := make([]*os.File, len(moves))
 	var st *stagedPack
-	renamed := false
+	landed := 0
 	defer func() {
-		if !renamed {
-			lock.Close()
-			os.Remove(lockPath)
+		for i := landed; i < len(moves); i++ {
+			if locks[i] != nil {
+				locks[i].Close()
+				os.Remove(r.refPath(moves[i].Ref) + ".lock")
+			}
 		}
 		if st != nil {
-			st.abort() // after the rename: drops the .keep once the ref reaches the pack
+			st.abort() // after the renames: drops the .keep once the refs reach the pack
 		}
 		w.record(w.stale)
 	}()
-	cur, err := r.ReadRef(name)
-	if errors.Is(err, ErrNoRef) {
-		cur, err = ObjectID{}, nil
+	failed := func(i int, err error) error {
+		return &RefMoveError{Index: i, Landed: landed, Ref: moves[i].Ref, Err: err}
 	}
-	if err != nil {
-		return "", err
-	}
-	if cur != old {
-		return "", fmt.Errorf("%w: %s is %s, expected %s", ErrRefChanged, name, cur, old)
-	}
-	if _, err := lock.WriteString(content); err != nil {
-		return "", err
+	for i, m := range moves {
+		lock, err := r.createRefLock(w, m.Ref, rec.String())
+		if err != nil {
+			return "", failed(i, err)
+		}
+		locks[i] = lock
+		cur, err := r.ReadRef(m.Ref)
+		if errors.Is(err, ErrNoRef) {
+			cur, err = ObjectID{}, nil
+		}
+		if err != nil {
+			return "", failed(i, err)
+		}
+		if cur != m.Old {
+			return "", failed(i, fmt.Errorf("%w: %s is %s, expected %s", ErrRefChanged, m.Ref, cur, m.Old))
+		}
+		if _, err := lock.WriteString(m.New.String() + "\n"); err != nil {
+			return "", failed(i, err)
+		}
 	}
 	packName := ""
 	if pw != nil {
+		var err error
 		if st, err = pw.stage(r.ObjectDir, true); err != nil {
-			return "", err
+			return "", failed(0, err)
 		}
 		packName = st.name
-		if err = st.sync(); err == nil {
-			err = lock.Sync()
+		if err := st.sync(); err != nil {
+			return "", failed(0, err)
 		}
+	}
+	for i, lock := range locks {
+		if err := lock.Sync(); err != nil {
+			return "", failed(i, err)
+		}
+	}
+	if st != nil {
+		if err := st.publish(true); err != nil {
+			return "", failed(0, err)
+		}
+	}
+	for i, m := range moves {
+		path := r.refPath(m.Ref)
+		err := locks[i].Close()
 		if err == nil {
-			err = st.publish(true)
+			err = os.Rename(path+".lock", path)
 		}
-	} else {
-		err = lock.Sync()
-	}
-	if err != nil {
-		return "", err
-	}
-	if err := lock.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(lockPath, path); err != nil {
-		return "", err
-	}
-	renamed = true
-	if packName != "" {
-		// This process's reads see the new objects without rescanning.
-		if db, err := r.Objects(); err == nil {
-			db.AddPack(packName)
+		if err != nil {
+			return "", failed(i, err)
 		}
+		locks[i] = nil
+		if i == 0 && packName != "" {
+			// This process's reads see the new objects without rescanning.
+			if db, err := r.Objects(); err == nil {
+				db.AddPack(packName)
+			}
+		}
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			landed = i // renamed, perhaps not durable: not landed, and not to be undone
+			return "", failed(i, err)
+		}
+		landed = i + 1
 	}
-	return packName, syncDir(filepath.Dir(path))
+	return packName, nil
 }
 
 // createRefLock creates "<ref>.lock" of ref name exclusively, first
-// recording the content it will hold so that a successor can tell a lock
-// orphaned by this process from one held by git.
-func (r *Repo) createRefLock(w *WriterLock, name, content string) (*os.File, error) {
+// recording rec, the lines of every lock the move it belongs to may leave
+// (UpdateRefsWithPack), so that a successor can tell a lock orphaned by
+// this process from one held by git.
+func (r *Repo) createRefLock(w *WriterLock, name, rec string) (*os.File, error) {
 	lockPath := r.refPath(name) + ".lock"
 	deadline := time.Now().Add(refLockTimeout)
 	pause := 100 * time.Microsecond
@@ -378,7 +441,7 @@ func (r *Repo) createRefLock(w *WriterLock, name, content string) (*os.File, err
 		if err := r.removeOrphans(w); err != nil {
 			return nil, err
 		}
-		if err := w.record(w.stale + name + " " + content); err != nil {
+		if err := w.record(w.stale + rec); err != nil {
 			return nil, err
 		}
 		f, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -398,31 +461,95 @@ func (r *Repo) createRefLock(w *WriterLock, name, content string) (*os.File, err
 	}
 }
 
+// LockWriter takes the writer lock at path (AcquireWriterLock), then deals
+// with what its previous holder left if it was killed: the moves it was
+// making are finished or undone (removeOrphans) before this holder reads a
+// ref, so a move conditional on another is finished before that other ref
+// moves on, and the record then names only what is still undecided. With
+// nothing left over that costs nothing.
+func (r *Repo) LockWriter(path string, timeout time.Duration) (*WriterLock, error) {
+	w, err := AcquireWriterLock(path, timeout)
+	if err != nil || w.stale == "" {
+		return w, err
+	}
+	if err = r.removeOrphans(w); err == nil {
+		err = w.record(w.stale)
+	}
+	if err != nil {
+		w.Release()
+		return nil, err
+	}
+	return w, nil
+}
+
 // removeOrphans removes every "<ref>.lock" the record of a dead holder
 // (w.stale) names that it left, and keeps in w.stale only the lines naming a
 // lock not yet told from git's: an empty one, still young. Lines naming a
 // lock that is gone or holds another value (git's), and a line cut short by
 // a kill while the record was written (its lock was never created), are
-// dropped. Only lines naming a ref under refs/ count.
+// dropped. Only lines naming a ref under refs/ count. A line preceded by
+// "if <ref> <value>" (a move after the first of UpdateRefsWithPack) whose
+// lock holds exactly its value is instead renamed over its ref when that
+// ref holds that value: the dead holder's first move landed, and the lock
+// kept every other writer from moving this ref since it compared it.
 func (r *Repo) removeOrphans(w *WriterLock) error {
 	var keep strings.Builder
+	cond := ""
 	for _, line := range strings.SplitAfter(w.stale, "\n") {
-		ref, value, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		if !ok || !strings.HasSuffix(line, "\n") || !strings.HasPrefix(ref, "refs/") || strings.Contains(ref, "..") {
+		text := strings.TrimSuffix(line, "\n")
+		if c, ok := strings.CutPrefix(text, "if "); ok && strings.HasSuffix(line, "\n") {
+			cond = c
+			continue
+		}
+		after := cond
+		cond = ""
+		ref, value, ok := strings.Cut(text, " ")
+		if !ok || !strings.HasSuffix(line, "\n") || !validRecordRef(ref) {
 			continue
 		}
 		lockPath := r.refPath(ref) + ".lock"
 		switch orphanedLock(lockPath, value+"\n") {
 		case lockOrphaned:
+			if after != "" && r.holds(after) {
+				if b, err := os.ReadFile(lockPath); err == nil && string(b) == value+"\n" {
+					if err := os.Rename(lockPath, r.refPath(ref)); err != nil {
+						return err
+					}
+					if err := syncDir(filepath.Dir(lockPath)); err != nil {
+						return err
+					}
+					continue
+				}
+			}
 			if err := os.Remove(lockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 		case lockUndecided:
+			if after != "" {
+				keep.WriteString("if " + after + "\n")
+			}
 			keep.WriteString(line)
 		}
 	}
 	w.stale = keep.String()
 	return nil
+}
+
+// validRecordRef says whether a record line's ref is one a holder may name:
+// under refs/, with no "..".
+func validRecordRef(ref string) bool {
+	return strings.HasPrefix(ref, "refs/") && !strings.Contains(ref, "..")
+}
+
+// holds says whether cond, "<ref> <40-hex value>" of a record's "if" line,
+// is true: the ref holds the value.
+func (r *Repo) holds(cond string) bool {
+	ref, value, ok := strings.Cut(cond, " ")
+	if !ok || !validRecordRef(ref) {
+		return false
+	}
+	cur, err := r.ReadRef(ref)
+	return err == nil && cur.String() == value
 }
 
 // staleLinesExcept returns the record lines that do not name ref.

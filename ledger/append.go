@@ -20,6 +20,16 @@ type Draft struct {
 	// Actor, if set, replaces the appender's actor (sync rebuilding entries
 	// that other local actors wrote).
 	Actor string
+	// Beside, if set, moves one more ref with the entry's (only in a local
+	// append: a remote's sequencer writes no refs of this clone). It runs
+	// under the writer lock once the entry is built, on every attempt,
+	// adds the objects the ref's new value needs to the entry's pack pw,
+	// and returns the move (nil: none needed); the move is made right after
+	// the ledger's ref, in the same UpdateRefsWithPack, so one pack and one
+	// round of fsyncs carry both. It cannot fail the append: a Beside that
+	// errs, or whose move does not land, leaves the entry to land alone,
+	// and Appended.BesideErr says why.
+	Beside func(ap *Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error)
 }
 
 // BuildFunc decides the entry to append given the current tip state and the
@@ -31,6 +41,10 @@ type BuildFunc func(s *Snapshot, now time.Time) (*Draft, error)
 type Appended struct {
 	Applied
 	Commit gitstore.ObjectID
+	// BesideErr is why the draft's Beside move did not land (nil: it did,
+	// or there was none).
+	BesideErr error
+	beside    func(*Appended, *gitstore.PackWriter) (*gitstore.RefMove, error)
 }
 
 // Retry policy for a lost compare-and-swap (only a writer that bypasses the
@@ -56,7 +70,7 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 // lockWriter takes the clone's writer lock (one tally writer of the ledger at
 // a time); one held longer than writerLockTimeout is CONFLICT.
 func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
-	wl, err := gitstore.AcquireWriterLock(l.Files.WriterLock(), writerLockTimeout)
+	wl, err := l.Repo.LockWriter(l.Files.WriterLock(), writerLockTimeout)
 	if errors.Is(err, gitstore.ErrRefLocked) {
 		return nil, errs.New(errs.Conflict, "another tally writer held %s for %v", l.Ref, writerLockTimeout)
 	}
@@ -119,7 +133,7 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.Repo.UpdateRefWithPack(wl, l.Ref, parent, out[len(out)-1].Commit, pw)
+	err = l.moveRefs(wl, parent, out, pw)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrRefLocked) {
 			return nil, errs.Wrap(errs.RefLocked, err, "update %s", l.Ref)
@@ -135,6 +149,45 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	last := out[len(out)-1]
 	l.writeRecordMeta(l.writerRecordPath(), last.Commit, last.Meta)
 	return out, nil
+}
+
+// moveRefs moves the ledger's ref from parent to the last entry of out,
+// with the objects of pw, and with it the refs the entries' Beside moves
+// (Draft.Beside). A Beside move that cannot be made (its ref changed, or is
+// locked, since the Beside read it) is dropped and the ledger's ref moved
+// alone; once the ledger's ref has landed, a later move that fails is only
+// the BesideErr of its entry.
+func (l *Ledger) moveRefs(wl *gitstore.WriterLock, parent gitstore.ObjectID, out []*Appended, pw *gitstore.PackWriter) error {
+	moves := []gitstore.RefMove{{Ref: l.Ref, Old: parent, New: out[len(out)-1].Commit}}
+	var beside []*Appended // the entry of each move after the first
+	for _, ap := range out {
+		if ap.beside == nil {
+			continue
+		}
+		m, err := ap.beside(ap, pw)
+		ap.BesideErr = err
+		if err == nil && m != nil {
+			moves = append(moves, *m)
+			beside = append(beside, ap)
+		}
+	}
+	for {
+		_, err := l.Repo.UpdateRefsWithPack(wl, moves, pw)
+		var me *gitstore.RefMoveError
+		if !errors.As(err, &me) {
+			return err
+		}
+		if me.Index == 0 {
+			return me.Err
+		}
+		for _, ap := range beside[me.Index-1:] {
+			ap.BesideErr = me
+		}
+		if me.Landed > 0 {
+			return nil // the ledger's ref moved: the entries landed
+		}
+		moves, beside = moves[:me.Index], beside[:me.Index-1]
+	}
 }
 
 // writerRecordPath is the writer's own record (FORMAT.md §8): the tip this
@@ -355,7 +408,7 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 		}
 	}
 	id := pw.Add(gitstore.CommitObject, commit.Encode())
-	return &Appended{Applied: *applied, Commit: id}, nil
+	return &Appended{Applied: *applied, Commit: id, beside: draft.Beside}, nil
 }
 
 // EntryTime is the time an entry appended on snap now would carry: the

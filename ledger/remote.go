@@ -63,8 +63,10 @@ func TrackingRef(remote, ref string) string {
 // receipt pointing at the ledger entry (see package receipt).
 const NotesRef = "refs/notes/tally"
 
-// NotesLock is the writer lock of NotesRef in this clone.
-func (l *Ledger) NotesLock() string { return l.Files.NotesLock() }
+// NotesLock is the writer lock of NotesRef in this clone: the ledger's
+// own, since a local done moves NotesRef in the receipt's append
+// (Draft.Beside), and one lock for both refs needs no lock order.
+func (l *Ledger) NotesLock() string { return l.Files.WriterLock() }
 
 // fetchRemote fetches the remote's ledger into its tracking ref and, in the
 // same fetch, the remote's receipt notes into theirs (TrackingRef). When the

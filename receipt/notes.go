@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
@@ -38,81 +39,31 @@ func ReadNote(repo *gitstore.Repo, commit gitstore.ObjectID) (string, error) {
 	return text, err
 }
 
-// AddNote appends line to the tally note of commit, keeping whatever the note
-// already says (other receipts, or text added with git notes), and moves
-// NotesRef with the same compare-and-swap as the ledger. It is idempotent.
-func AddNote(repo *gitstore.Repo, lockPath string, commit gitstore.ObjectID, line string, who gitstore.Ident) error {
-	_, err := AddNotes(repo, lockPath, []NoteAdd{{commit, line}}, who, "Notes added by 'tally done'\n")
-	return err
-}
-
 // NoteAdd is a line to add to the tally note of a commit.
 type NoteAdd struct {
 	Commit gitstore.ObjectID `json:"commit"`
 	Line   string            `json:"line"`
 }
 
-// AddNotes is AddNote for several lines at once, in one notes commit with
-// the given message, and returns the lines it added: those the notes did
-// not hold yet, in order (none: no commit is made).
+// AddNotes appends each line of adds to the tally note of its commit,
+// keeping whatever the note already says (other receipts, or text added
+// with git notes), in one notes commit with the given message, and moves
+// NotesRef with the same compare-and-swap as the ledger, under the writer
+// lock at lockPath. It returns the lines it added: those the notes did not
+// hold yet, in order (none: no commit is made). It is idempotent.
 func AddNotes(repo *gitstore.Repo, lockPath string, adds []NoteAdd, who gitstore.Ident, message string) ([]NoteAdd, error) {
-	wl, err := gitstore.AcquireWriterLock(lockPath, 30*time.Second)
+	wl, err := repo.LockWriter(lockPath, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer wl.Release()
-	db, err := repo.Objects()
-	if err != nil {
-		return nil, err
-	}
 	for attempt := 0; attempt < 10; attempt++ {
-		tip, err := repo.ReadRef(NotesRef)
-		if err != nil && !errors.Is(err, gitstore.ErrNoRef) {
-			return nil, err
-		}
-		var base gitstore.ObjectID
-		if !tip.IsZero() {
-			c, err := db.ReadCommit(tip)
-			if err != nil {
-				return nil, err
-			}
-			base = c.Tree
-		}
-		t := gitstore.NewTree(db, base)
-		var added []NoteAdd
-		for _, a := range adds {
-			path, text, err := gitstore.FindNote(t, a.Commit.String())
-			if err != nil {
-				return nil, err
-			}
-			if slices.Contains(strings.Split(text, "\n"), a.Line) {
-				continue
-			}
-			if path == "" {
-				path = a.Commit.String()
-			}
-			if text != "" && !strings.HasSuffix(text, "\n") {
-				text += "\n"
-			}
-			if err := t.Set(path, []byte(text+a.Line+"\n")); err != nil {
-				return nil, err
-			}
-			added = append(added, a)
-		}
-		if len(added) == 0 {
-			return nil, nil
-		}
 		pw := gitstore.NewPackWriter()
-		tree, err := t.Hash(pw)
-		if err != nil {
+		move, added, err := notesMove(repo, adds, who, message, pw)
+		if err != nil || move == nil {
 			return nil, err
 		}
-		nc := &gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: message}
-		if !tip.IsZero() {
-			nc.Parents = []gitstore.ObjectID{tip}
-		}
-		id := pw.Add(gitstore.CommitObject, nc.Encode())
-		_, err = repo.UpdateRefWithPack(wl, NotesRef, tip, id, pw)
+		_, err = repo.UpdateRefWithPack(wl, NotesRef, move.Old, move.New, pw)
 		if err == nil {
 			return added, nil
 		}
@@ -121,6 +72,112 @@ func AddNotes(repo *gitstore.Repo, lockPath string, adds []NoteAdd, who gitstore
 		}
 	}
 	return nil, fmt.Errorf("%s kept changing", NotesRef)
+}
+
+// notesMove builds, on the notes tip as it is now, the notes commit that
+// adds the lines of adds the notes lack (each at the end of its commit's
+// note), writing its objects to pw, and returns the move of NotesRef to it
+// and the lines added (none: no move, nil).
+func notesMove(repo *gitstore.Repo, adds []NoteAdd, who gitstore.Ident, message string, pw *gitstore.PackWriter) (*gitstore.RefMove, []NoteAdd, error) {
+	db, err := repo.Objects()
+	if err != nil {
+		return nil, nil, err
+	}
+	tip, err := repo.ReadRef(NotesRef)
+	if err != nil && !errors.Is(err, gitstore.ErrNoRef) {
+		return nil, nil, err
+	}
+	var base gitstore.ObjectID
+	if !tip.IsZero() {
+		c, err := db.ReadCommit(tip)
+		if err != nil {
+			return nil, nil, err
+		}
+		base = c.Tree
+	}
+	t := gitstore.NewTree(db, base)
+	var added []NoteAdd
+	for _, a := range adds {
+		path, text, err := gitstore.FindNote(t, a.Commit.String())
+		if err != nil {
+			return nil, nil, err
+		}
+		if slices.Contains(strings.Split(text, "\n"), a.Line) {
+			continue
+		}
+		if path == "" {
+			path = a.Commit.String()
+		}
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		if err := t.Set(path, []byte(text+a.Line+"\n")); err != nil {
+			return nil, nil, err
+		}
+		added = append(added, a)
+	}
+	if len(added) == 0 {
+		return nil, nil, nil
+	}
+	tree, err := t.Hash(pw)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc := &gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: message}
+	if !tip.IsZero() {
+		nc.Parents = []gitstore.ObjectID{tip}
+	}
+	id := pw.Add(gitstore.CommitObject, nc.Encode())
+	return &gitstore.RefMove{Ref: NotesRef, Old: tip, New: id}, added, nil
+}
+
+// DoneNote is the note line a done entry ap adds to its receipted commit's
+// note, and who writes it: the entry's actor at the entry's time.
+func DoneNote(ap *ledger.Appended) (NoteAdd, gitstore.Ident, error) {
+	ref, ok := ap.Result.Effect.(*lease.ReceiptRef)
+	if !ok {
+		return NoteAdd{}, gitstore.Ident{}, fmt.Errorf("entry %d is not a receipt", ap.Entry.Seq)
+	}
+	commit, err := gitstore.ParseObjectID(ref.Commit)
+	if err != nil {
+		return NoteAdd{}, gitstore.Ident{}, err
+	}
+	ts, err := chain.ParseTime(ap.Entry.TS)
+	if err != nil {
+		return NoteAdd{}, gitstore.Ident{}, err
+	}
+	who := gitstore.Ident{Name: ap.Entry.Actor, Email: ap.Entry.Actor, When: ts.Unix(), TZ: "+0000"}
+	return NoteAdd{commit, NoteLine(ap.Meta.Origin, ap.Entry.Seq, ap.Hash.String(), ref.Wave+"/"+ref.Cell, ref.Epoch)}, who, nil
+}
+
+// doneNotesMessage is the message of the notes commit a done writes.
+const doneNotesMessage = "Notes added by 'tally done'\n"
+
+// AddDoneNote writes the note of the done entry ap (DoneNote) with
+// AddNotes: for a done whose note did not go with its append.
+func AddDoneNote(repo *gitstore.Repo, lockPath string, ap *ledger.Appended) error {
+	add, who, err := DoneNote(ap)
+	if err != nil {
+		return err
+	}
+	_, err = AddNotes(repo, lockPath, []NoteAdd{add}, who, doneNotesMessage)
+	return err
+}
+
+// BesideNote is the ledger.Draft.Beside of a local done entry: its note
+// goes into the entry's pack and NotesRef moves right after the ledger's
+// ref, under the same writer lock, so a done is one append (FORMAT.md §9,
+// "A done and its note"). The ledger's ref moves first: the notes never
+// name a receipt the ledger lacks.
+func BesideNote(repo *gitstore.Repo) func(*ledger.Appended, *gitstore.PackWriter) (*gitstore.RefMove, error) {
+	return func(ap *ledger.Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error) {
+		add, who, err := DoneNote(ap)
+		if err != nil {
+			return nil, err
+		}
+		move, _, err := notesMove(repo, []NoteAdd{add}, who, doneNotesMessage, pw)
+		return move, err
+	}
 }
 
 // MissingNotes returns the note line of every receipt s holds that the
@@ -254,7 +311,7 @@ func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *g
 	}
 	added, ok := strings.CutPrefix(newText, oldText)
 	if ok && added != "" && oldText != "" && !strings.HasSuffix(oldText, "\n") {
-		added, ok = strings.CutPrefix(added, "\n") // AddNote ends the last line first
+		added, ok = strings.CutPrefix(added, "\n") // AddNotes ends the last line first
 	}
 	if !ok {
 		return bad("%s notes are append-only: the push changes or removes what the note of %s said", NotesRef, name)

@@ -32,8 +32,9 @@ func (a *app) receiptRepairCmd() *cobra.Command {
 		Short: "write the git note of every receipt whose note is missing",
 		Long: `repair writes, for every receipt in the ledger, the line done puts in the
 receipted commit's git note (refs/notes/tally) when the note lacks it — as
-after a done killed between its append and its note — in one notes commit,
-under the notes lock. In remote mode it reads the remote's ledger and then
+after a remote-mode done killed between its append and its note (a local
+done killed between its two ref moves has its note finished by the next
+writer) — in one notes commit, under the writer lock. In remote mode it reads the remote's ledger and then
 pushes the notes the remote lacks, as done does. It is idempotent: run again,
 it writes nothing.`,
 		Args: args(cobra.NoArgs),

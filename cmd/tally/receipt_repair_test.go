@@ -12,27 +12,35 @@ import (
 	"github.com/tally-dev/tally/internal/testrepo"
 )
 
-// killedDone runs `tally done cell --epoch epoch` in dir under strace, which
-// kills it (SIGKILL) as it opens the notes lock: after the done entry has
-// landed, before the note is written.
-func killedDone(t *testing.T, strace, dir, actor, cell, epoch string) {
+// killedAt runs `tally -C dir --json args...` as actor under strace, which
+// kills it (SIGKILL) at the first of the system calls syscalls that names
+// path, without running that call (it fails with EIO as the signal comes).
+func killedAt(t *testing.T, strace, path, syscalls, dir, actor string, args ...string) {
 	t.Helper()
-	notesLock := filepath.Join(dir, ".git", "tally", "notes.lock")
-	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-P", notesLock,
-		"-e", "trace=open,openat", "-e", "inject=open,openat:signal=KILL",
-		testrepo.Tally(t), "-C", dir, "--json", "done", cell, "--epoch", epoch)
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", path,
+		"-e", "trace=" + syscalls, "-e", "inject=" + syscalls + ":error=EIO:signal=KILL",
+		testrepo.Tally(t), "-C", dir, "--json"}, args...)...)
 	cmd.Env = testrepo.Env("TALLY_ACTOR=" + actor)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != -1 {
-		t.Fatalf("done was not killed: %v %s", err, out)
+		t.Fatalf("tally %v was not killed at %s of %s: %v %s", args, syscalls, path, err, out)
 	}
 }
 
-// A done killed between its append and its git note leaves the receipt
-// without a note; `tally receipt repair` writes the missing line, once, and
-// in remote mode the repaired note reaches the server's refs/notes/tally as
-// done's notes do.
+// renames are the system calls that rename a file.
+const renames = "rename,renameat,renameat2"
+
+// A local done is one append, whose last step moves refs/notes/tally after
+// the ledger's ref: a done killed between the two renames leaves the
+// receipt without its note and the note's lockfile, and the next tally
+// writer (here done again, refused CELL-STATE, since the cell is done)
+// finishes the note's move from the writer lock's record before anything
+// else; `tally receipt repair` then has nothing to write. In remote mode a
+// done killed after its entry landed on the remote, as it creates the
+// local note's lockfile, leaves the receipt without a note; receipt repair
+// writes the missing line, once, and the repaired note reaches the
+// server's refs/notes/tally as done's notes do.
 func TestReceiptRepairAfterKilledDone(t *testing.T) {
 	strace := testrepo.Strace(t)
 	t.Run("local", func(t *testing.T) {
@@ -42,35 +50,33 @@ func TestReceiptRepairAfterKilledDone(t *testing.T) {
 		r.ok("A", "plan", r.file("plan.yaml", "wave: w\ncells:\n  - id: c\n"))
 		epoch := fmt.Sprint(num(t, obj(t, r.ok("A", "claim", "w/c"), "lease"), "epoch"))
 		commit := r.commit("work", "f.txt")
-		killedDone(t, strace, r.dir, "A", "w/c", epoch)
+		notesLock := filepath.Join(r.dir, ".git", "refs", "notes", "tally.lock")
+		killedAt(t, strace, notesLock, renames, r.dir, "A", "done", "w/c", "--epoch", epoch)
 
 		cell := r.ok("A", "show", "w/c")
 		if c := obj(t, cell, "cell"); c["state"] != "done" {
 			t.Fatalf("the killed done did not land: %v", cell)
 		}
 		if out, err := exec.Command("git", "-C", r.dir, "notes", "--ref=tally", "show", commit).CombinedOutput(); err == nil {
-			t.Fatalf("the killed done wrote its note: %s", out)
+			t.Fatalf("the killed done's note moved: %s", out)
 		}
 		r.refuse(2, "CELL-STATE", "A", "done", "w/c", "--epoch", epoch)
-
-		res := r.ok("A", "receipt", "repair")
-		written := arr(t, res, "written")
-		if len(written) != 1 {
-			t.Fatalf("repair wrote %v, want one line", written)
-		}
 		note := r.git("notes", "--ref=tally", "show", commit)
-		if !strings.HasPrefix(note, "tally-receipt ") || !strings.Contains(note, "cell=w/c epoch="+epoch) {
-			t.Fatalf("repaired note %q", note)
+		if !strings.HasPrefix(note, "tally-receipt ") || strings.Count(note, "cell=w/c epoch="+epoch) != 1 {
+			t.Fatalf("note after the next writer %q", note)
+		}
+		if locks, _ := filepath.Glob(filepath.Join(r.dir, ".git", "refs", "*", "*.lock")); len(locks) > 0 {
+			t.Fatalf("locks left after the next writer: %v", locks)
 		}
 		v := r.ok("A", "receipt", "verify", commit)
 		if rc := obj(t, arr(t, v, "receipts")[0].(map[string]any), "checks"); rc["note"] != true {
-			t.Fatalf("receipt verify after repair: %v", v)
+			t.Fatalf("receipt verify after the next writer: %v", v)
 		}
 		if again := arr(t, r.ok("A", "receipt", "repair"), "written"); len(again) != 0 {
-			t.Fatalf("a second repair wrote %v", again)
+			t.Fatalf("repair wrote %v after the next writer finished the note", again)
 		}
 		if got := r.git("notes", "--ref=tally", "show", commit); got != note {
-			t.Fatalf("a second repair changed the note to %q", got)
+			t.Fatalf("repair changed the note to %q", got)
 		}
 		r.git("fsck", "--strict", "--no-progress")
 	})
@@ -85,7 +91,7 @@ func TestReceiptRepairAfterKilledDone(t *testing.T) {
 		if _, err := netGit(a, nil, "push", "-q", "origin", "HEAD:refs/heads/work"); err != nil {
 			t.Fatal(err)
 		}
-		killedDone(t, strace, a, "A", "w/c000", epoch)
+		killedAt(t, strace, filepath.Join(a, ".git", "refs", "notes", "tally.lock"), "open,openat", a, "A", "done", "w/c000", "--epoch", epoch)
 		if _, err := netGit(c.bare, nil, "notes", "--ref", "tally", "show", commit); err == nil {
 			t.Fatal("the server has a note of the killed done")
 		}
