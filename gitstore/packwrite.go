@@ -258,7 +258,7 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 	case havePack && fileExists(final+".idx"):
 		// Complete already: hold its flock as a writer does, for the .keep
 		// publish links to it (RemoveStaleTemps).
-		if f, err = os.Open(final + ".pack"); err != nil {
+		if f, err = openFile(final+".pack", os.O_RDONLY, 0); err != nil {
 			return nil, err
 		}
 		st.files[0], pack = f, nil
@@ -267,7 +267,7 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		if protect {
 			born = final + ".keep"
 		}
-		f, err = os.OpenFile(born, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
+		f, err = openFile(born, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
 		if err == nil {
 			st.files[0], st.bornKeep, st.unlisted = f, protect, []string{born}
 			break
@@ -277,7 +277,7 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		}
 		fallthrough // someone else's .keep: a temporary, as for a leftover .pack
 	default:
-		if f, err = os.CreateTemp(st.dir, packTempPrefix+"pack-*"); err != nil {
+		if f, err = createTemp(st.dir, packTempPrefix+"pack-"); err != nil {
 			return nil, err
 		}
 		st.files[0], st.temps[0] = f, f.Name()
@@ -293,7 +293,7 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		st.abort()
 		return nil, err
 	}
-	if f, err = os.CreateTemp(st.dir, packTempPrefix+"idx-*"); err != nil {
+	if f, err = createTemp(st.dir, packTempPrefix+"idx-"); err != nil {
 		st.abort()
 		return nil, err
 	}

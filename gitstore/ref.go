@@ -46,7 +46,7 @@ func (r *Repo) ReadRef(name string) (ObjectID, error) {
 }
 
 func (r *Repo) readLooseRef(name string, depth int) (ObjectID, error) {
-	b, err := os.ReadFile(r.refPath(name))
+	b, err := readFile(r.refPath(name))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
 			return ObjectID{}, ErrNoRef
@@ -150,7 +150,7 @@ func packedRefLine(data []byte, name string) ([]byte, bool) {
 
 // Head returns the commit HEAD of this worktree points at.
 func (r *Repo) Head() (ObjectID, error) {
-	b, err := os.ReadFile(filepath.Join(r.GitDir, "HEAD"))
+	b, err := readFile(filepath.Join(r.GitDir, "HEAD"))
 	if err != nil {
 		return ObjectID{}, err
 	}
@@ -181,7 +181,7 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -381,7 +381,7 @@ func (r *Repo) createRefLock(w *WriterLock, name, content string) (*os.File, err
 		if err := w.record(w.stale + name + " " + content); err != nil {
 			return nil, err
 		}
-		f, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := openFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
 			// no other lockfile of this ref exists now, so none is orphaned
 			w.stale = staleLinesExcept(w.stale, name)
@@ -460,7 +460,7 @@ func orphanedLock(lockPath, value string) int {
 		}
 		return lockUndecided
 	}
-	b, err := os.ReadFile(lockPath)
+	b, err := readFile(lockPath)
 	if err != nil || len(b) == 0 || !strings.HasPrefix(value, string(b)) {
 		return lockNotOrphaned
 	}
@@ -469,7 +469,7 @@ func orphanedLock(lockPath, value string) int {
 
 // syncDir fsyncs a directory so renames and creations in it are durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := openFile(dir, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
