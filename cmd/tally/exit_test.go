@@ -58,6 +58,26 @@ var (
 // mappings were unmapped. A call strace split in two (another thread ran
 // in between) is joined first.
 func packMunmaps(log string) (mapped, unmapped int) {
+	lines := straceCalls(log)
+	fds := map[string]bool{}   // open descriptors of pack files, by pid and descriptor
+	addrs := map[string]bool{} // their mappings, by pid and address
+	for _, l := range lines {
+		if m := straceOpen.FindStringSubmatch(l); m != nil {
+			fds[m[1]+" "+m[3]] = strings.Contains(m[2], "/objects/pack/pack-") && (strings.HasSuffix(m[2], ".pack") || strings.HasSuffix(m[2], ".idx"))
+		} else if m := straceMmap.FindStringSubmatch(l); m != nil && fds[m[1]+" "+m[2]] {
+			addrs[m[1]+" "+m[3]] = true
+			mapped++
+		} else if m := straceMunmap.FindStringSubmatch(l); m != nil && addrs[m[1]+" "+m[2]] {
+			delete(addrs, m[1]+" "+m[2])
+			unmapped++
+		}
+	}
+	return mapped, unmapped
+}
+
+// straceCalls returns the calls of an strace -f log one a line, each call
+// strace split in two (another thread ran in between) joined first.
+func straceCalls(log string) []string {
 	pending := map[string]string{} // pid -> the call's first half
 	var lines []string
 	for _, l := range strings.Split(log, "\n") {
@@ -76,20 +96,7 @@ func packMunmaps(log string) (mapped, unmapped int) {
 		}
 		lines = append(lines, l)
 	}
-	fds := map[string]bool{}   // open descriptors of pack files, by pid and descriptor
-	addrs := map[string]bool{} // their mappings, by pid and address
-	for _, l := range lines {
-		if m := straceOpen.FindStringSubmatch(l); m != nil {
-			fds[m[1]+" "+m[3]] = strings.Contains(m[2], "/objects/pack/pack-") && (strings.HasSuffix(m[2], ".pack") || strings.HasSuffix(m[2], ".idx"))
-		} else if m := straceMmap.FindStringSubmatch(l); m != nil && fds[m[1]+" "+m[2]] {
-			addrs[m[1]+" "+m[3]] = true
-			mapped++
-		} else if m := straceMunmap.FindStringSubmatch(l); m != nil && addrs[m[1]+" "+m[2]] {
-			delete(addrs, m[1]+" "+m[2])
-			unmapped++
-		}
-	}
-	return mapped, unmapped
+	return lines
 }
 
 // TestPackMunmapsReadsStrace: the parser of TestExitUnmapsNoPack's traces.
