@@ -94,3 +94,27 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 
 // ReadFile: see OpenFile.
 func ReadFile(name string) ([]byte, error) { return readFile(name) }
+
+// fsyncFD is fsync(2), retried when a signal interrupts it.
+func fsyncFD(fd int) error {
+	for {
+		if err := syscall.Fsync(fd); !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// renameFile is os.Rename for a file: rename(2) alone, without the lstat
+// os.Rename first makes of the new name to refuse moving a directory over
+// an empty one, which no file rename here can do.
+func renameFile(from, to string) error {
+	for {
+		err := syscall.Rename(from, to)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EINTR) {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+		}
+	}
+}

@@ -278,6 +278,13 @@ func (db *ObjectDB) AddPack(packName string) error {
 	if err != nil {
 		return err
 	}
+	return db.addPack(path, fi.ModTime(), fi.Size())
+}
+
+// addPack is AddPack for the pack at path ("<dir>/pack/pack-<hex>", without
+// its extension) whose modification time and size the caller knows: the
+// writer that has just published it (UpdateRefWithPack), without two stats.
+func (db *ObjectDB) addPack(path string, mtime time.Time, size int64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
@@ -288,7 +295,7 @@ func (db *ObjectDB) AddPack(packName string) error {
 			return nil
 		}
 	}
-	db.packs = append([]*packFile{{path: path, mtime: fi.ModTime(), size: fi.Size()}}, db.packs...)
+	db.packs = append([]*packFile{{path: path, mtime: mtime, size: size}}, db.packs...)
 	return nil
 }
 

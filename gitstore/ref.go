@@ -350,14 +350,16 @@ func (r *Repo) UpdateRefWithPack(w *WriterLock, name string, old, new ObjectID, 
 	if err := lock.Close(); err != nil {
 		return "", err
 	}
-	if err := os.Rename(lockPath, path); err != nil {
+	if err := renameFile(lockPath, path); err != nil {
 		return "", err
 	}
 	renamed = true
 	if packName != "" {
 		// This process's reads see the new objects without rescanning.
-		if db, err := r.Objects(); err == nil {
-			db.AddPack(packName)
+		if db, err := r.Objects(); err == nil && st.size > 0 {
+			db.addPack(filepath.Join(db.dirs[0], "pack", packName), time.Now(), st.size)
+		} else if err == nil {
+			db.AddPack(packName) // complete already: another writer's files
 		}
 	}
 	return packName, syncDir(filepath.Dir(path))
@@ -469,13 +471,13 @@ func orphanedLock(lockPath, value string) int {
 
 // syncDir fsyncs a directory so renames and creations in it are durable.
 func syncDir(dir string) error {
-	d, err := openFile(dir, os.O_RDONLY, 0)
+	fd, err := openFD(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
+	defer syscall.Close(fd)
+	if err := fsyncFD(fd); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return &os.PathError{Op: "sync", Path: dir, Err: err}
 	}
 	return nil
 }
