@@ -252,24 +252,30 @@ func (w *WriterLock) Release() {
 	w.f.Close()
 }
 
-// record replaces the record with s: written first, then cut to length (if
-// the file was longer), so a writer killed in between leaves the new record
-// or a mix of the old and the new one (both naming every lock it may have
-// left), never an empty one.
+// record replaces the record with s in one write. A shorter record is
+// padded with spaces to the file's length rather than the file cut: the
+// spaces are a line naming no ref, which the next holder ignores, and
+// truncating frees the file's block, an ftruncate that cost a note more
+// CPU than any other system call but fsync and open (PERFORMANCE.md,
+// "Append, fourth pass"). A writer killed during the write leaves the new
+// record or a mix of the old and the new one (both naming every lock it may
+// have left), never an empty one. Only a file longer than was read (size
+// unknown) is cut, after the write.
 func (w *WriterLock) record(s string) error {
-	if _, err := w.f.WriteAt([]byte(s), 0); err != nil {
+	b := []byte(s)
+	if len(b) < w.size {
+		b = append(b, strings.Repeat(" ", w.size-len(b))...)
+	}
+	if _, err := w.f.WriteAt(b, 0); err != nil {
 		w.size = -1
 		return err
 	}
-	if w.size >= 0 && w.size <= len(s) {
-		w.size = len(s)
-		return nil
+	if w.size < 0 {
+		if err := w.f.Truncate(int64(len(b))); err != nil {
+			return err
+		}
 	}
-	w.size = -1
-	if err := w.f.Truncate(int64(len(s))); err != nil {
-		return err
-	}
-	w.size = len(s)
+	w.size = len(b)
 	return nil
 }
 
