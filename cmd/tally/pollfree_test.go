@@ -1,9 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,25 +15,15 @@ import (
 // and a view: no descriptor is switched to non-blocking mode and none is
 // added to an epoll instance only to be refused.
 func TestRepositoryFilesSkipPoller(t *testing.T) {
-	strace := testrepo.Strace(t)
+	testrepo.Strace(t)
 	r := newRepo(t)
 	r.ok("A", "init")
 	r.ok("A", "note", "first")
-	trace := filepath.Join(t.TempDir(), "trace")
 	for _, args := range [][]string{{"note", "x"}, {"status"}} {
-		cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", trace, "-e", "trace=openat,fcntl,epoll_ctl",
-			testrepo.Tally(t), "-C", r.dir, "--json"}, args...)...)
-		cmd.Env = testrepo.Env("TALLY_ACTOR=A")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("tally %v: %v %s", args, err, out)
-		}
-		b, err := os.ReadFile(trace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opened, offered := pollerOffers(string(b))
+		log := straceTally(t, r, "openat,fcntl,epoll_ctl", args...)
+		opened, offered := pollerOffers(log)
 		if opened == 0 {
-			t.Fatalf("tally %v opened no file of the repository: the trace does not show what it should\n%s", args, b)
+			t.Fatalf("tally %v opened no file of the repository: the trace does not show what it should\n%s", args, log)
 		}
 		if len(offered) > 0 {
 			t.Errorf("tally %v offered %d of the %d files it opened in the repository to the poller:\n%s",
