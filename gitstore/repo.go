@@ -59,7 +59,7 @@ func Open(dir string) (*Repo, error) {
 	r.CommonDir = r.GitDir
 	if env := os.Getenv("GIT_COMMON_DIR"); env != "" {
 		r.CommonDir = absFrom(abs, env)
-	} else if b, err := os.ReadFile(filepath.Join(r.GitDir, "commondir")); err == nil {
+	} else if b, err := readFile(filepath.Join(r.GitDir, "commondir")); err == nil {
 		r.CommonDir = absFrom(r.GitDir, strings.TrimSpace(string(b)))
 	}
 	r.ObjectDir = filepath.Join(r.CommonDir, "objects")
@@ -108,7 +108,7 @@ func (r *Repo) discover(dir string) error {
 				r.GitDir, r.WorkTree = dotgit, d
 				return nil
 			}
-			b, err := os.ReadFile(dotgit)
+			b, err := readFile(dotgit)
 			if err != nil {
 				return err
 			}
@@ -131,7 +131,7 @@ func (r *Repo) discover(dir string) error {
 
 // checkExtensions refuses repositories whose object or ref format tally cannot read.
 func (r *Repo) checkExtensions() error {
-	b, err := os.ReadFile(filepath.Join(r.CommonDir, "config"))
+	b, err := readFile(filepath.Join(r.CommonDir, "config"))
 	if err != nil {
 		return nil // git itself tolerates a missing config
 	}

@@ -116,7 +116,7 @@ func TestCrashAppends(t *testing.T) {
 		if fi, err := os.Stat(refLock); err == nil {
 			lockAge = time.Since(fi.ModTime())
 		}
-		if lockErr == nil && len(lockBefore) == 0 && len(recBefore) == 0 {
+		if lockErr == nil && len(lockBefore) == 0 && strings.TrimSpace(string(recBefore)) == "" { // a cleared record is spaces
 			// The known bug TestOrphanLockSecondKill/rewriting-record-empty-young
 			// shows: a writer killed while it waited for a young empty orphan
 			// had emptied the record, and from then on every append fails

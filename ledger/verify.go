@@ -119,7 +119,7 @@ func writeRecordInPlace(path string, rec []byte) error {
 		rec = append(rec, bytes.Repeat([]byte{' '}, recordSize-1-len(rec))...)
 		rec = append(rec, '\n')
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := gitstore.OpenFile(path, os.O_WRONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return writeFileAtomic(path, rec)
 	}
@@ -149,7 +149,7 @@ func (l *Ledger) trustedRecord() (base gitstore.ObjectID, stale bool) {
 // its seq and head hash: trustedRecordAt's check without reading the commit
 // again, for a caller that holds the snapshot.
 func (l *Ledger) recordNames(path string, snap *Snapshot) bool {
-	b, err := os.ReadFile(path)
+	b, err := gitstore.ReadFile(path)
 	if err != nil {
 		return false
 	}
@@ -159,7 +159,7 @@ func (l *Ledger) recordNames(path string, snap *Snapshot) bool {
 }
 
 func (l *Ledger) trustedRecordAt(path string) (base gitstore.ObjectID, stale bool) {
-	b, err := os.ReadFile(path)
+	b, err := gitstore.ReadFile(path)
 	if err != nil {
 		return gitstore.ObjectID{}, !errors.Is(err, os.ErrNotExist)
 	}

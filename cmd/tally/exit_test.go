@@ -17,27 +17,17 @@ import (
 // descriptors opened on objects/pack/*.pack and *.idx, and the munmaps of
 // those addresses.
 func TestExitUnmapsNoPack(t *testing.T) {
-	strace := testrepo.Strace(t)
+	testrepo.Strace(t)
 	r := newRepo(t)
 	r.ok("A", "init")
 	r.ok("A", "plan", r.file("plan.yaml", "wave: w\ncells:\n  - id: a\n  - id: b\n"))
 	r.ok("A", "claim", "w/a")
 	r.commit("work", "f.txt")
-	trace := filepath.Join(t.TempDir(), "trace")
 	for _, args := range [][]string{{"claim", "--next"}, {"done", "w/a", "--epoch", "1"}, {"status"}} {
-		cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", trace, "-e", "trace=openat,mmap,munmap",
-			testrepo.Tally(t), "-C", r.dir, "--json"}, args...)...)
-		cmd.Env = testrepo.Env("TALLY_ACTOR=A")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("tally %v: %v %s", args, err, out)
-		}
-		b, err := os.ReadFile(trace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mapped, unmapped := packMunmaps(string(b))
+		log := straceTally(t, r, "openat,mmap,munmap", args...)
+		mapped, unmapped := packMunmaps(log)
 		if mapped == 0 {
-			t.Fatalf("tally %v mapped no pack: the trace does not show what it should\n%s", args, b)
+			t.Fatalf("tally %v mapped no pack: the trace does not show what it should\n%s", args, log)
 		}
 		if unmapped != 0 {
 			t.Errorf("tally %v mapped %d pack and index files and unmapped %d before exit", args, mapped, unmapped)
@@ -73,6 +63,24 @@ func packMunmaps(log string) (mapped, unmapped int) {
 		}
 	}
 	return mapped, unmapped
+}
+
+// straceTally runs tally with args as actor A in r, with --json, under
+// strace -f tracing calls (a list for -e trace=), and returns strace's log.
+func straceTally(t *testing.T, r *repo, calls string, args ...string) string {
+	t.Helper()
+	trace := filepath.Join(t.TempDir(), "trace")
+	cmd := exec.Command(testrepo.Strace(t), append([]string{"-f", "-qq", "-o", trace, "-e", "trace=" + calls,
+		testrepo.Tally(t), "-C", r.dir, "--json"}, args...)...)
+	cmd.Env = testrepo.Env("TALLY_ACTOR=A")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tally %v: %v %s", args, err, out)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // straceJoin returns the lines of an strace -f log, each call whole: a
