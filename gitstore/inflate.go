@@ -111,10 +111,19 @@ type huffman struct {
 // incomplete one but for a single code of length 1; a code with no symbols
 // is accepted here and fails when used.
 func (h *huffman) init(lens []uint8) bool {
-	h.count = [16]uint16{}
+	var count [16]uint16
 	for _, n := range lens {
-		h.count[n]++
+		count[n]++
 	}
+	return h.initCounted(lens, &count)
+}
+
+// initCounted is init for a caller that counted the symbols of each length
+// (count[n], n ≥ 1; count[0] is ignored) as it read lens: a dynamic block
+// counts a run of equal lengths at once, where counting them here cost a
+// quarter of building the table.
+func (h *huffman) initCounted(lens []uint8, count *[16]uint16) bool {
+	h.count = *count
 	h.count[0] = 0
 	h.max = 0
 	left := 1
@@ -156,7 +165,7 @@ func (h *huffman) init(lens []uint8) bool {
 		code = (code + h.count[n]) << 1
 	}
 	for s, n := range lens {
-		if n == 0 || uint(n) > h.tbits {
+		if uint(n)-1 >= h.tbits { // 0 (absent) or longer than the table
 			continue
 		}
 		e := uint16(s)<<4 | uint16(n)
@@ -388,6 +397,9 @@ func (d *inflater) dynamic() error {
 		return errInflateCorrupt
 	}
 	lens := d.lens[:nlit+ndist]
+	// count[0] counts the literal/length code's lengths, count[1] the
+	// distance code's (a run may cross from one to the other).
+	var count [2][16]uint16
 	for i := 0; i < len(lens); {
 		s, err := d.sym(&d.clen)
 		if err != nil {
@@ -395,6 +407,11 @@ func (d *inflater) dynamic() error {
 		}
 		if s < 16 {
 			lens[i] = uint8(s)
+			if i < nlit {
+				count[0][s]++
+			} else {
+				count[1][s]++
+			}
 			i++
 			continue
 		}
@@ -420,6 +437,9 @@ func (d *inflater) dynamic() error {
 		if i+int(rep) > len(lens) {
 			return errInflateCorrupt
 		}
+		inLit := uint16(max(0, min(nlit-i, int(rep))))
+		count[0][val] += inLit
+		count[1][val] += uint16(rep) - inLit
 		for range rep {
 			lens[i] = uint8(val)
 			i++
@@ -428,7 +448,7 @@ func (d *inflater) dynamic() error {
 	if lens[256] == 0 { // the block could never end
 		return errInflateCorrupt
 	}
-	if !d.lit.init(lens[:nlit]) || !d.dist.init(lens[nlit:]) {
+	if !d.lit.initCounted(lens[:nlit], &count[0]) || !d.dist.initCounted(lens[nlit:], &count[1]) {
 		return errInflateCorrupt
 	}
 	return nil
