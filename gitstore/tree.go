@@ -270,7 +270,7 @@ func (t *Tree) SetID(path string, data []byte) (ObjectID, error) {
 			return ObjectID{}, fmt.Errorf("%s is a directory", path)
 		}
 		if old.mode != e.mode {
-			n.enc = nil // the mode's spelling changes the encoding's length
+			n.enc = nil // the encoding spells the mode, not only the id
 		}
 		e.at = old.at
 		n.entries[i] = e
