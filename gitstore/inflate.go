@@ -454,65 +454,165 @@ func (d *inflater) dynamic() error {
 	return nil
 }
 
-// codes decodes a compressed block's symbols with the codes lit and dist.
+// codes decodes a compressed block's symbols with the codes lit and dist:
+// codesFast as far as it goes, then one symbol (symbol) where it cannot,
+// and again.
 func (d *inflater) codes(out []byte, lit, dist *huffman) ([]byte, error) {
 	for {
-		// Most symbols are decoded here, from a full buffer and the table.
-		if d.nbits < 15 {
-			d.refill()
+		var done bool
+		var err error
+		if out, done, err = d.codesFast(out, lit, dist); done || err != nil {
+			return out, err
 		}
-		s, ok := 0, false
-		if d.nbits >= 15 {
-			s, ok = d.symFast(lit)
+		if out, done, err = d.symbol(out, lit, dist); done || err != nil {
+			return out, err
 		}
-		if !ok {
-			var err error
-			if s, err = d.symSlow(lit); err != nil {
-				return nil, err
+	}
+}
+
+// symbol decodes one symbol of a compressed block, and the copy a length
+// symbol makes; done is true at the block's end.
+func (d *inflater) symbol(out []byte, lit, dist *huffman) ([]byte, bool, error) {
+	if d.nbits < 15 {
+		d.refill()
+	}
+	s, ok := 0, false
+	if d.nbits >= 15 {
+		s, ok = d.symFast(lit)
+	}
+	if !ok {
+		var err error
+		if s, err = d.symSlow(lit); err != nil {
+			return nil, false, err
+		}
+	}
+	if s < 256 {
+		if len(out) == cap(out) {
+			return nil, false, errInflateLong
+		}
+		return append(out, byte(s)), false, nil
+	}
+	if s == 256 {
+		return out, true, nil
+	}
+	s -= 257
+	if s >= len(lenBase) {
+		return nil, false, errInflateCorrupt
+	}
+	x, err := d.take(uint(lenExtra[s]))
+	if err != nil {
+		return nil, false, err
+	}
+	length := int(lenBase[s]) + int(x)
+	ds, err := d.sym(dist)
+	if err != nil {
+		return nil, false, err
+	}
+	if ds >= len(distBase) {
+		return nil, false, errInflateCorrupt
+	}
+	if x, err = d.take(uint(distExtra[ds])); err != nil {
+		return nil, false, err
+	}
+	distance := int(distBase[ds]) + int(x)
+	if distance > len(out) {
+		return nil, false, errInflateCorrupt
+	}
+	if length > cap(out)-len(out) {
+		return nil, false, errInflateLong
+	}
+	// The copy may overlap what it writes (distance < length): copy
+	// distance bytes at a time, each pass reading only bytes written.
+	from, to := len(out)-distance, len(out)+length
+	out = out[:to]
+	for p := to - length; p < to; {
+		p += copy(out[p:to], out[from:p])
+	}
+	return out, false, nil
+}
+
+// codesFast decodes symbols of a compressed block as symbol would, with
+// the same refusals, while the bit buffer holds 48 bits, enough for a
+// literal/length code (at most 15 bits), its extra bits (5), a distance
+// code (15) and its extra bits (13), or the input has the 8 bytes to
+// refill it, which is all of a packed object's stream but its last
+// symbols (a pack entry is followed by more entries or the pack's
+// trailer): nothing within a symbol then checks for the end of the input,
+// and the decoder's state stays in locals. A code longer than its table
+// (or none) is left to symbol. It returns done at the end of the block, or
+// not done at a symbol boundary, its state in d for symbol to go on from.
+func (d *inflater) codesFast(out []byte, lit, dist *huffman) ([]byte, bool, error) {
+	src, p, bits, nb := d.src, d.pos, d.bits, d.nbits
+	buf, o := out[:cap(out)], len(out)
+	// The tables and masks in locals too: the stores into buf could
+	// otherwise be to them, for all the compiler knows.
+	litTable, litMask := &lit.table, lit.mask&(1<<huffPrimary-1)
+	distTable, distMask := &dist.table, dist.mask&(1<<huffPrimary-1)
+	for {
+		if nb < 48 {
+			if p+8 > len(src) {
+				break
 			}
+			bits |= binary.LittleEndian.Uint64(src[p:]) << nb
+			k := (63 - nb) >> 3
+			p += int(k)
+			nb += k << 3
 		}
+		e := litTable[bits&litMask]
+		n := uint(e & 15)
+		if n-1 >= huffPrimary {
+			break // a longer code, or none: symbol's
+		}
+		s := int(e >> 4)
 		if s < 256 {
-			if len(out) == cap(out) {
-				return nil, errInflateLong
+			if o == len(buf) {
+				return nil, false, errInflateLong
 			}
-			out = append(out, byte(s))
+			bits >>= n
+			nb -= n
+			buf[o] = byte(s)
+			o++
 			continue
 		}
 		if s == 256 {
-			return out, nil
+			d.bits, d.nbits, d.pos = bits>>n, nb-n, p
+			return buf[:o], true, nil
 		}
 		s -= 257
 		if s >= len(lenBase) {
-			return nil, errInflateCorrupt
+			return nil, false, errInflateCorrupt
 		}
-		x, err := d.take(uint(lenExtra[s]))
-		if err != nil {
-			return nil, err
+		x := uint(lenExtra[s])
+		ed := distTable[bits>>n>>x&distMask]
+		nd := uint(ed & 15)
+		if nd-1 >= huffPrimary {
+			break // a longer distance code, or none: symbol's, from the length's code
 		}
-		length := int(lenBase[s]) + int(x)
-		ds, err := d.sym(dist)
-		if err != nil {
-			return nil, err
-		}
+		bits >>= n
+		length := int(lenBase[s]) + int(bits&(1<<x-1))
+		bits >>= x + nd
+		nb -= n + x + nd
+		ds := int(ed >> 4)
 		if ds >= len(distBase) {
-			return nil, errInflateCorrupt
+			return nil, false, errInflateCorrupt
 		}
-		if x, err = d.take(uint(distExtra[ds])); err != nil {
-			return nil, err
+		x = uint(distExtra[ds])
+		distance := int(distBase[ds]) + int(bits&(1<<x-1))
+		bits >>= x
+		nb -= x
+		if distance > o {
+			return nil, false, errInflateCorrupt
 		}
-		dist := int(distBase[ds]) + int(x)
-		if dist > len(out) {
-			return nil, errInflateCorrupt
+		if length > len(buf)-o {
+			return nil, false, errInflateLong
 		}
-		if length > cap(out)-len(out) {
-			return nil, errInflateLong
+		// As in symbol: an overlapping copy goes distance bytes at a time.
+		from, to := o-distance, o+length
+		for q := o; q < to; {
+			q += copy(buf[q:to], buf[from:q])
 		}
-		// The copy may overlap what it writes (dist < length): copy
-		// dist bytes at a time, each pass reading only bytes written.
-		from, to := len(out)-dist, len(out)+length
-		out = out[:to]
-		for p := to - length; p < to; {
-			p += copy(out[p:to], out[from:p])
-		}
+		o = to
 	}
+	d.bits, d.nbits, d.pos = bits, nb, p
+	return buf[:o], false, nil
 }
