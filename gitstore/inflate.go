@@ -97,7 +97,7 @@ const (
 // most tbits bits (repeated for every value of the bits after it), 0 where
 // no code starts (an incomplete code), and huffLong where only longer codes
 // do; those are decoded from count and syms, the symbols in code order
-// (built only when there are longer codes).
+// (built with the table, which is filled in that order).
 type huffman struct {
 	tbits, max uint
 	mask       uint64 // 1<<tbits - 1
@@ -146,45 +146,41 @@ func (h *huffman) initCounted(lens []uint8, count *[16]uint16) bool {
 	}
 	h.tbits = min(h.max, huffPrimary)
 	h.mask = 1<<h.tbits - 1
-	size := 1 << h.tbits
-	if left > 0 || h.max > huffPrimary {
-		fill := uint16(0)
-		if h.max > huffPrimary {
-			fill = huffLong
-		}
-		for i := range h.table[:size] {
-			h.table[i] = fill
+	// The symbols in code order: by length, then symbol (symLong's, and
+	// the order the table is filled in).
+	var offs [16]uint16
+	for n := 1; n < 15; n++ {
+		offs[n+1] = offs[n] + h.count[n]
+	}
+	for s, n := range lens {
+		if n != 0 {
+			h.syms[offs[n]] = uint16(s)
+			offs[n]++
 		}
 	}
 	// Canonical codes: of each length, consecutive in symbol order,
 	// starting where the shorter ones end; written bit-reversed (the
-	// stream sends a code's first bit first).
-	var next [16]uint16
-	for n, code := 1, uint16(0); n < 16; n++ {
-		next[n] = code
-		code = (code + h.count[n]) << 1
+	// stream sends a code's first bit first). The table is built by
+	// doubling: once table[:1<<n] decodes every code of at most n bits
+	// (each in every slot its bits lead to), a copy of it above itself
+	// does so for n+1 bits but the codes of length n+1, which are then
+	// written one slot each. Slots no code reaches keep the first one's
+	// value: 0 where no code starts (an incomplete code), huffLong where
+	// only longer codes do.
+	h.table[0] = 0
+	if h.max > huffPrimary {
+		h.table[0] = huffLong
 	}
-	for s, n := range lens {
-		if uint(n)-1 >= h.tbits { // 0 (absent) or longer than the table
-			continue
+	code, i := 0, 0
+	for n := 1; n <= int(h.tbits); n++ {
+		half := 1 << (n - 1)
+		copy(h.table[half:2*half], h.table[:half])
+		for range h.count[n] {
+			h.table[bits.Reverse16(uint16(code))>>(16-n)] = h.syms[i]<<4 | uint16(n)
+			code++
+			i++
 		}
-		e := uint16(s)<<4 | uint16(n)
-		for r := int(bits.Reverse16(next[n]) >> (16 - n)); r < size; r += 1 << n {
-			h.table[r] = e
-		}
-		next[n]++
-	}
-	if h.max > huffPrimary { // symLong needs the symbols in code order
-		var offs [16]uint16
-		for n := 1; n < 15; n++ {
-			offs[n+1] = offs[n] + h.count[n]
-		}
-		for s, n := range lens {
-			if n != 0 {
-				h.syms[offs[n]] = uint16(s)
-				offs[n]++
-			}
-		}
+		code <<= 1
 	}
 	return true
 }
