@@ -441,7 +441,7 @@ func (m *packMaps) find(id ObjectID, withOff bool) (loc odbLoc, ok bool, err err
 func (db *ObjectDB) Has(id ObjectID) bool {
 	db.readers.RLock()
 	defer db.endRead()
-	loc, err := db.locate(id, nil, false)
+	loc, err := db.locate(id, nil, true)
 	if loc.loose != nil {
 		loc.loose.Close()
 	}
