@@ -79,7 +79,7 @@ func DecodeEntry(entry []byte, max uint64) (*Object, error) {
 func (db *ObjectDB) ReadEntry(id ObjectID) (*Object, error) {
 	db.readers.RLock()
 	defer db.endRead()
-	loc, err := db.locate(id, nil)
+	loc, err := db.locate(id, nil, true)
 	if err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ const (
 // most tbits bits (repeated for every value of the bits after it), 0 where
 // no code starts (an incomplete code), and huffLong where only longer codes
 // do; those are decoded from count and syms, the symbols in code order
-// (built only when there are longer codes).
+// (built with the table, which is filled in that order).
 type huffman struct {
 	tbits, max uint
 	mask       uint64 // 1<<tbits - 1
@@ -111,10 +111,19 @@ type huffman struct {
 // incomplete one but for a single code of length 1; a code with no symbols
 // is accepted here and fails when used.
 func (h *huffman) init(lens []uint8) bool {
-	h.count = [16]uint16{}
+	var count [16]uint16
 	for _, n := range lens {
-		h.count[n]++
+		count[n]++
 	}
+	return h.initCounted(lens, &count)
+}
+
+// initCounted is init for a caller that counted the symbols of each length
+// (count[n], n ≥ 1; count[0] is ignored) as it read lens: a dynamic block
+// counts a run of equal lengths at once, where counting them here cost a
+// quarter of building the table.
+func (h *huffman) initCounted(lens []uint8, count *[16]uint16) bool {
+	h.count = *count
 	h.count[0] = 0
 	h.max = 0
 	left := 1
@@ -137,45 +146,41 @@ func (h *huffman) init(lens []uint8) bool {
 	}
 	h.tbits = min(h.max, huffPrimary)
 	h.mask = 1<<h.tbits - 1
-	size := 1 << h.tbits
-	if left > 0 || h.max > huffPrimary {
-		fill := uint16(0)
-		if h.max > huffPrimary {
-			fill = huffLong
-		}
-		for i := range h.table[:size] {
-			h.table[i] = fill
+	// The symbols in code order: by length, then symbol (symLong's, and
+	// the order the table is filled in).
+	var offs [16]uint16
+	for n := 1; n < 15; n++ {
+		offs[n+1] = offs[n] + h.count[n]
+	}
+	for s, n := range lens {
+		if n != 0 {
+			h.syms[offs[n]] = uint16(s)
+			offs[n]++
 		}
 	}
 	// Canonical codes: of each length, consecutive in symbol order,
 	// starting where the shorter ones end; written bit-reversed (the
-	// stream sends a code's first bit first).
-	var next [16]uint16
-	for n, code := 1, uint16(0); n < 16; n++ {
-		next[n] = code
-		code = (code + h.count[n]) << 1
+	// stream sends a code's first bit first). The table is built by
+	// doubling: once table[:1<<n] decodes every code of at most n bits
+	// (each in every slot its bits lead to), a copy of it above itself
+	// does so for n+1 bits but the codes of length n+1, which are then
+	// written one slot each. Slots no code reaches keep the first one's
+	// value: 0 where no code starts (an incomplete code), huffLong where
+	// only longer codes do.
+	h.table[0] = 0
+	if h.max > huffPrimary {
+		h.table[0] = huffLong
 	}
-	for s, n := range lens {
-		if n == 0 || uint(n) > h.tbits {
-			continue
+	code, i := 0, 0
+	for n := 1; n <= int(h.tbits); n++ {
+		half := 1 << (n - 1)
+		copy(h.table[half:2*half], h.table[:half])
+		for range h.count[n] {
+			h.table[bits.Reverse16(uint16(code))>>(16-n)] = h.syms[i]<<4 | uint16(n)
+			code++
+			i++
 		}
-		e := uint16(s)<<4 | uint16(n)
-		for r := int(bits.Reverse16(next[n]) >> (16 - n)); r < size; r += 1 << n {
-			h.table[r] = e
-		}
-		next[n]++
-	}
-	if h.max > huffPrimary { // symLong needs the symbols in code order
-		var offs [16]uint16
-		for n := 1; n < 15; n++ {
-			offs[n+1] = offs[n] + h.count[n]
-		}
-		for s, n := range lens {
-			if n != 0 {
-				h.syms[offs[n]] = uint16(s)
-				offs[n]++
-			}
-		}
+		code <<= 1
 	}
 	return true
 }
@@ -388,6 +393,9 @@ func (d *inflater) dynamic() error {
 		return errInflateCorrupt
 	}
 	lens := d.lens[:nlit+ndist]
+	// count[0] counts the literal/length code's lengths, count[1] the
+	// distance code's (a run may cross from one to the other).
+	var count [2][16]uint16
 	for i := 0; i < len(lens); {
 		s, err := d.sym(&d.clen)
 		if err != nil {
@@ -395,6 +403,11 @@ func (d *inflater) dynamic() error {
 		}
 		if s < 16 {
 			lens[i] = uint8(s)
+			if i < nlit {
+				count[0][s]++
+			} else {
+				count[1][s]++
+			}
 			i++
 			continue
 		}
@@ -420,6 +433,9 @@ func (d *inflater) dynamic() error {
 		if i+int(rep) > len(lens) {
 			return errInflateCorrupt
 		}
+		inLit := uint16(max(0, min(nlit-i, int(rep))))
+		count[0][val] += inLit
+		count[1][val] += uint16(rep) - inLit
 		for range rep {
 			lens[i] = uint8(val)
 			i++
@@ -428,71 +444,171 @@ func (d *inflater) dynamic() error {
 	if lens[256] == 0 { // the block could never end
 		return errInflateCorrupt
 	}
-	if !d.lit.init(lens[:nlit]) || !d.dist.init(lens[nlit:]) {
+	if !d.lit.initCounted(lens[:nlit], &count[0]) || !d.dist.initCounted(lens[nlit:], &count[1]) {
 		return errInflateCorrupt
 	}
 	return nil
 }
 
-// codes decodes a compressed block's symbols with the codes lit and dist.
+// codes decodes a compressed block's symbols with the codes lit and dist:
+// codesFast as far as it goes, then one symbol (symbol) where it cannot,
+// and again.
 func (d *inflater) codes(out []byte, lit, dist *huffman) ([]byte, error) {
 	for {
-		// Most symbols are decoded here, from a full buffer and the table.
-		if d.nbits < 15 {
-			d.refill()
+		var done bool
+		var err error
+		if out, done, err = d.codesFast(out, lit, dist); done || err != nil {
+			return out, err
 		}
-		s, ok := 0, false
-		if d.nbits >= 15 {
-			s, ok = d.symFast(lit)
+		if out, done, err = d.symbol(out, lit, dist); done || err != nil {
+			return out, err
 		}
-		if !ok {
-			var err error
-			if s, err = d.symSlow(lit); err != nil {
-				return nil, err
+	}
+}
+
+// symbol decodes one symbol of a compressed block, and the copy a length
+// symbol makes; done is true at the block's end.
+func (d *inflater) symbol(out []byte, lit, dist *huffman) ([]byte, bool, error) {
+	if d.nbits < 15 {
+		d.refill()
+	}
+	s, ok := 0, false
+	if d.nbits >= 15 {
+		s, ok = d.symFast(lit)
+	}
+	if !ok {
+		var err error
+		if s, err = d.symSlow(lit); err != nil {
+			return nil, false, err
+		}
+	}
+	if s < 256 {
+		if len(out) == cap(out) {
+			return nil, false, errInflateLong
+		}
+		return append(out, byte(s)), false, nil
+	}
+	if s == 256 {
+		return out, true, nil
+	}
+	s -= 257
+	if s >= len(lenBase) {
+		return nil, false, errInflateCorrupt
+	}
+	x, err := d.take(uint(lenExtra[s]))
+	if err != nil {
+		return nil, false, err
+	}
+	length := int(lenBase[s]) + int(x)
+	ds, err := d.sym(dist)
+	if err != nil {
+		return nil, false, err
+	}
+	if ds >= len(distBase) {
+		return nil, false, errInflateCorrupt
+	}
+	if x, err = d.take(uint(distExtra[ds])); err != nil {
+		return nil, false, err
+	}
+	distance := int(distBase[ds]) + int(x)
+	if distance > len(out) {
+		return nil, false, errInflateCorrupt
+	}
+	if length > cap(out)-len(out) {
+		return nil, false, errInflateLong
+	}
+	// The copy may overlap what it writes (distance < length): copy
+	// distance bytes at a time, each pass reading only bytes written.
+	from, to := len(out)-distance, len(out)+length
+	out = out[:to]
+	for p := to - length; p < to; {
+		p += copy(out[p:to], out[from:p])
+	}
+	return out, false, nil
+}
+
+// codesFast decodes symbols of a compressed block as symbol would, with
+// the same refusals, while the bit buffer holds 48 bits, enough for a
+// literal/length code (at most 15 bits), its extra bits (5), a distance
+// code (15) and its extra bits (13), or the input has the 8 bytes to
+// refill it, which is all of a packed object's stream but its last
+// symbols (a pack entry is followed by more entries or the pack's
+// trailer): nothing within a symbol then checks for the end of the input,
+// and the decoder's state stays in locals. A code longer than its table
+// (or none) is left to symbol. It returns done at the end of the block, or
+// not done at a symbol boundary, its state in d for symbol to go on from.
+func (d *inflater) codesFast(out []byte, lit, dist *huffman) ([]byte, bool, error) {
+	src, p, bits, nb := d.src, d.pos, d.bits, d.nbits
+	buf, o := out[:cap(out)], len(out)
+	// The tables and masks in locals too: the stores into buf could
+	// otherwise be to them, for all the compiler knows.
+	litTable, litMask := &lit.table, lit.mask&(1<<huffPrimary-1)
+	distTable, distMask := &dist.table, dist.mask&(1<<huffPrimary-1)
+	for {
+		if nb < 48 {
+			if p+8 > len(src) {
+				break
 			}
+			bits |= binary.LittleEndian.Uint64(src[p:]) << nb
+			k := (63 - nb) >> 3
+			p += int(k)
+			nb += k << 3
 		}
+		e := litTable[bits&litMask]
+		n := uint(e & 15)
+		if n-1 >= huffPrimary {
+			break // a longer code, or none: symbol's
+		}
+		s := int(e >> 4)
 		if s < 256 {
-			if len(out) == cap(out) {
-				return nil, errInflateLong
+			if o == len(buf) {
+				return nil, false, errInflateLong
 			}
-			out = append(out, byte(s))
+			bits >>= n
+			nb -= n
+			buf[o] = byte(s)
+			o++
 			continue
 		}
 		if s == 256 {
-			return out, nil
+			d.bits, d.nbits, d.pos = bits>>n, nb-n, p
+			return buf[:o], true, nil
 		}
 		s -= 257
 		if s >= len(lenBase) {
-			return nil, errInflateCorrupt
+			return nil, false, errInflateCorrupt
 		}
-		x, err := d.take(uint(lenExtra[s]))
-		if err != nil {
-			return nil, err
+		x := uint(lenExtra[s])
+		ed := distTable[bits>>n>>x&distMask]
+		nd := uint(ed & 15)
+		if nd-1 >= huffPrimary {
+			break // a longer distance code, or none: symbol's, from the length's code
 		}
-		length := int(lenBase[s]) + int(x)
-		ds, err := d.sym(dist)
-		if err != nil {
-			return nil, err
-		}
+		bits >>= n
+		length := int(lenBase[s]) + int(bits&(1<<x-1))
+		bits >>= x + nd
+		nb -= n + x + nd
+		ds := int(ed >> 4)
 		if ds >= len(distBase) {
-			return nil, errInflateCorrupt
+			return nil, false, errInflateCorrupt
 		}
-		if x, err = d.take(uint(distExtra[ds])); err != nil {
-			return nil, err
+		x = uint(distExtra[ds])
+		distance := int(distBase[ds]) + int(bits&(1<<x-1))
+		bits >>= x
+		nb -= x
+		if distance > o {
+			return nil, false, errInflateCorrupt
 		}
-		dist := int(distBase[ds]) + int(x)
-		if dist > len(out) {
-			return nil, errInflateCorrupt
+		if length > len(buf)-o {
+			return nil, false, errInflateLong
 		}
-		if length > cap(out)-len(out) {
-			return nil, errInflateLong
+		// As in symbol: an overlapping copy goes distance bytes at a time.
+		from, to := o-distance, o+length
+		for q := o; q < to; {
+			q += copy(buf[q:to], buf[from:q])
 		}
-		// The copy may overlap what it writes (dist < length): copy
-		// dist bytes at a time, each pass reading only bytes written.
-		from, to := len(out)-dist, len(out)+length
-		out = out[:to]
-		for p := to - length; p < to; {
-			p += copy(out[p:to], out[from:p])
-		}
+		o = to
 	}
+	d.bits, d.nbits, d.pos = bits, nb, p
+	return buf[:o], false, nil
 }

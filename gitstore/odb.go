@@ -323,14 +323,16 @@ type odbLoc struct {
 	p     *packFile
 	m     *packMaps
 	off   uint64
+	pos   int  // the object's position in m's index
+	noOff bool // off was not looked up (locate without withOff)
 }
 
 // locate finds id. Before reporting a miss it rescans the pack directories once
 // and retries, so that packs written by others, or rewritten by git repack or
 // git gc, since the last scan are seen. A loose object is returned open, so
 // that git prune-packed deleting it cannot make it vanish before it is read.
-// hint is packFind's.
-func (db *ObjectDB) locate(id ObjectID, hint **packFile) (odbLoc, error) {
+// hint and withOff are packFind's.
+func (db *ObjectDB) locate(id ObjectID, hint **packFile, withOff bool) (odbLoc, error) {
 	// A repack replaces packs while we look: rescan after a miss, again as long
 	// as the set of packs keeps changing, so a miss means the object is gone
 	// rather than that we looked between a deletion and its replacement.
@@ -339,7 +341,7 @@ func (db *ObjectDB) locate(id ObjectID, hint **packFile) (odbLoc, error) {
 		// Packs first, as git does: tally writes packs, and a pack lookup is a
 		// binary search in memory where a loose lookup is a failed open.
 		final := rescans == maxRescans
-		loc, err := db.packFind(id, final, hint)
+		loc, err := db.packFind(id, final, hint, withOff)
 		if err == nil {
 			return loc, nil
 		}
@@ -372,8 +374,10 @@ func (db *ObjectDB) locate(id ObjectID, hint **packFile) (odbLoc, error) {
 // to the pack it finds id in. A pack that cannot be opened is skipped; unless
 // final, the search then reports a miss so that the caller rescans: the pack may
 // have been replaced. When final, an unusable pack's error takes precedence over
-// a miss, because the object may be in it.
-func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile) (odbLoc, error) {
+// a miss, because the object may be in it. Without withOff it does not read
+// the object's pack offset (loc.noOff), for a caller that may not need it
+// (checkLoc): a read of the index's offset table is a cache miss of its own.
+func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile, withOff bool) (odbLoc, error) {
 	db.mu.Lock()
 	packs, closed := db.packs, db.closed
 	db.mu.Unlock()
@@ -394,11 +398,12 @@ func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile) (odbLoc, 
 			continue
 		}
 		if m, err := p.maps(); err == nil {
-			if off, ok, err := m.idx.find(id); err == nil && ok {
+			if loc, ok, err := m.find(id, withOff); err == nil && ok {
 				if hint != nil {
 					*hint = p
 				}
-				return odbLoc{p: p, m: m, off: off}, nil
+				loc.p = p
+				return loc, nil
 			}
 		}
 	}
@@ -413,7 +418,7 @@ func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile) (odbLoc, 
 			}
 			continue
 		}
-		off, ok, err := m.idx.find(id)
+		loc, ok, err := m.find(id, withOff)
 		if err != nil {
 			return odbLoc{}, fmt.Errorf("gitstore: %s.idx: %w", p.path, err)
 		}
@@ -422,7 +427,8 @@ func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile) (odbLoc, 
 			if hint != nil {
 				*hint = p
 			}
-			return odbLoc{p: p, m: m, off: off}, nil
+			loc.p = p
+			return loc, nil
 		}
 	}
 	if bad != nil && final {
@@ -431,12 +437,26 @@ func (db *ObjectDB) packFind(id ObjectID, final bool, hint **packFile) (odbLoc, 
 	return odbLoc{}, ErrObjectNotFound
 }
 
+// find looks id up in m's index: its position and, with withOff, its
+// pack offset (the index's find). The location's pack is the caller's to set.
+func (m *packMaps) find(id ObjectID, withOff bool) (loc odbLoc, ok bool, err error) {
+	i, ok := m.idx.position(id)
+	if !ok {
+		return odbLoc{}, false, nil
+	}
+	loc = odbLoc{m: m, pos: i, noOff: !withOff}
+	if withOff {
+		loc.off, ok, err = m.idx.offset(i)
+	}
+	return loc, ok, err
+}
+
 // Has reports whether the database holds id. Like a failed Read, a miss
 // costs a listing of the pack directories.
 func (db *ObjectDB) Has(id ObjectID) bool {
 	db.readers.RLock()
 	defer db.endRead()
-	loc, err := db.locate(id, nil)
+	loc, err := db.locate(id, nil, true)
 	if loc.loose != nil {
 		loc.loose.Close()
 	}
@@ -501,7 +521,7 @@ type Where struct {
 func (c *Cursor) ReadWhere(id ObjectID) (ObjectType, []byte, Where, error) {
 	c.db.readers.RLock()
 	defer c.db.endRead()
-	loc, err := c.db.locate(id, &c.last)
+	loc, err := c.db.locate(id, &c.last, true)
 	if err != nil {
 		return 0, nil, Where{}, err
 	}
@@ -530,7 +550,7 @@ func (c *Cursor) CheckStoredWhere(id ObjectID, w Where) error {
 // checkStored is CheckStored for an object needed as a delta base at the
 // given depth (hint is packFind's).
 func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
-	loc, err := db.locate(id, hint)
+	loc, err := db.locate(id, hint, false)
 	if err != nil {
 		return err
 	}
@@ -548,6 +568,15 @@ func (db *ObjectDB) checkLoc(loc odbLoc, id ObjectID, depth int, hint **packFile
 	}
 	m := loc.m
 	m.sealOnce.Do(m.seal)
+	if m.sealErr == nil && m.damaged == nil && m.external == nil {
+		return nil // every entry intact, none based outside the pack: no need of loc.off
+	}
+	if loc.noOff {
+		var err error
+		if loc.off, _, err = m.idx.offset(loc.pos); err != nil {
+			return fmt.Errorf("gitstore: %s.idx: %w", loc.p.path, err)
+		}
+	}
 	switch base, external := m.external[loc.off]; {
 	case m.sealErr != nil:
 		return fmt.Errorf("gitstore: %s: %w", loc.p.path, m.sealErr)
@@ -670,7 +699,7 @@ func (db *ObjectDB) endRead() {
 // read reads id, which is needed as a delta base at the given depth
 // (hint is packFind's).
 func (db *ObjectDB) read(id ObjectID, depth int, hint **packFile) (ObjectType, []byte, error) {
-	loc, err := db.locate(id, hint)
+	loc, err := db.locate(id, hint, true)
 	if err != nil {
 		return 0, nil, err
 	}

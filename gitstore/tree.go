@@ -27,9 +27,6 @@ type Tree struct {
 	// fresh, once TrackNew is called, holds the ids of the blobs Set since
 	// the last Hash or HashNew.
 	fresh map[ObjectID]bool
-	// enc is the encoding of the last tree object hashed, kept for its
-	// capacity: a verify hashes a few changed directories every entry.
-	enc []byte
 }
 
 type treeNode struct {
@@ -37,12 +34,20 @@ type treeNode struct {
 	loaded  bool
 	dirty   bool
 	entries []treeEntry // sorted in git tree order
+	// enc is the tree object this node was last hashed as, kept while its
+	// entries keep their names, modes and order (nil once one is
+	// inserted, removed or changes mode): hashing the node again after
+	// only ids changed, as when one tile of a directory of 32 is
+	// rewritten, writes the new ids into it (treeEntry.at) instead of
+	// encoding every entry anew. The bytes hashed are the same.
+	enc []byte
 }
 
 type treeEntry struct {
 	name string
 	mode uint32
 	id   ObjectID
+	at   int       // offset of id in its node's enc, while that is not nil
 	sub  *treeNode // subtree, once loaded or created
 	data []byte    // blob content set in this overlay
 }
@@ -176,6 +181,7 @@ func (t *Tree) dir(path string, create bool) (*treeNode, string, error) {
 
 func (n *treeNode) insert(e treeEntry) {
 	i := n.search(e.name, e.mode == modeTree)
+	n.enc = nil
 	n.entries = append(n.entries, treeEntry{})
 	copy(n.entries[i+1:], n.entries[i:])
 	n.entries[i] = e
@@ -259,9 +265,14 @@ func (t *Tree) SetID(path string, data []byte) (ObjectID, error) {
 		t.fresh[e.id] = true
 	}
 	if i := n.find(name); i >= 0 {
-		if n.entries[i].mode == modeTree {
+		old := &n.entries[i]
+		if old.mode == modeTree {
 			return ObjectID{}, fmt.Errorf("%s is a directory", path)
 		}
+		if old.mode != e.mode {
+			n.enc = nil // the encoding spells the mode, not only the id
+		}
+		e.at = old.at
 		n.entries[i] = e
 		return e.id, nil
 	}
@@ -298,6 +309,7 @@ func (t *Tree) Delete(path string) error {
 			return false, fmt.Errorf("%s is a directory", path)
 		}
 		n.entries = append(n.entries[:j], n.entries[j+1:]...)
+		n.enc = nil
 		n.dirty = true
 		return true, nil
 	}
@@ -355,16 +367,17 @@ func (t *Tree) hash(add func(ObjectID, ObjectType, []byte), each func(ObjectID))
 				}
 			}
 		}
-		buf := t.enc[:0]
-		for _, e := range n.entries {
-			buf = append(append(buf, modeString(e.mode)...), ' ')
-			buf = append(append(buf, e.name...), 0)
-			buf = append(buf, e.id[:]...)
+		if n.enc != nil {
+			for i := range n.entries {
+				e := &n.entries[i]
+				copy(n.enc[e.at:e.at+len(e.id)], e.id[:])
+			}
+		} else {
+			n.enc = n.encode()
 		}
-		t.enc = buf
-		n.id = HashObject(TreeObject, buf)
+		n.id = HashObject(TreeObject, n.enc)
 		if add != nil {
-			add(n.id, TreeObject, buf) // the PackWriter compresses it at once
+			add(n.id, TreeObject, n.enc) // the PackWriter compresses it at once
 		}
 		if each != nil {
 			each(n.id)
@@ -373,6 +386,23 @@ func (t *Tree) hash(add func(ObjectID, ObjectType, []byte), each func(ObjectID))
 		return n.id
 	}
 	return hash(t.root)
+}
+
+// encode returns n's tree object, recording where each entry's id is in it.
+func (n *treeNode) encode() []byte {
+	size := 0
+	for i := range n.entries {
+		size += len(modeString(n.entries[i].mode)) + len(n.entries[i].name) + 2 + len(ObjectID{})
+	}
+	buf := make([]byte, 0, size)
+	for i := range n.entries {
+		e := &n.entries[i]
+		buf = append(append(buf, modeString(e.mode)...), ' ')
+		buf = append(append(buf, e.name...), 0)
+		e.at = len(buf)
+		buf = append(buf, e.id[:]...)
+	}
+	return buf
 }
 
 // Pending returns how many objects Hash will give its PackWriter at most:
