@@ -79,6 +79,13 @@ func TestWriterRecordPaddedNotCut(t *testing.T) {
 	if line := "refs/heads/x " + head.String() + "\n"; len(b) != len(line) || strings.Trim(string(b), " ") != "" {
 		t.Fatalf("record after the update: %q, want %d spaces (the record %q overwritten)", b, len(line), line)
 	}
+	// The cleared record is nothing left over: the next holder has no
+	// recovery to run, and LockWriter rewrites no record for it.
+	if wl, err := AcquireWriterLock(path, time.Second); err != nil {
+		t.Fatal(err)
+	} else if wl.Release(); wl.stale != "" {
+		t.Fatalf("a cleared record reads as left over: %q", wl.stale)
+	}
 
 	// a holder killed after its padded record and its lock were written
 	orphan := filepath.Join(r.dir, ".git", "refs", "heads", "y.lock")
