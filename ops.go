@@ -408,7 +408,8 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 	}
 	// In remote mode, or when the note could not go with the receipt
 	// (another writer held or moved the notes ref), it is an append of its own.
-	if err := receipt.AddDoneNote(c.L.Repo, c.L.NotesLock(), ap); err != nil {
+	who, err := receipt.AddDoneNote(c.L.Repo, c.L.NotesLock(), ap)
+	if err != nil {
 		res.Note = "not written: " + err.Error()
 		return res, next, nil
 	}
@@ -416,7 +417,6 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 		// The entry has landed, so the server's hook finds the receipt the
 		// note names. A note that does not reach the remote now stays
 		// pending in the local notes: done succeeded all the same.
-		_, who, _ := receipt.DoneNote(ap) // AddDoneNote read it: ap is a receipt
 		res.NotesPush = c.pushNotes(c.Remote(), ap.Commit, who)
 	}
 	return res, next, nil

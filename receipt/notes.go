@@ -154,14 +154,15 @@ func DoneNote(ap *ledger.Appended) (NoteAdd, gitstore.Ident, error) {
 const doneNotesMessage = "Notes added by 'tally done'\n"
 
 // AddDoneNote writes the note of the done entry ap (DoneNote) with
-// AddNotes: for a done whose note did not go with its append.
-func AddDoneNote(repo *gitstore.Repo, lockPath string, ap *ledger.Appended) error {
+// AddNotes, for a done whose note did not go with its append, and returns
+// who wrote it (for a push of the notes that follows).
+func AddDoneNote(repo *gitstore.Repo, lockPath string, ap *ledger.Appended) (gitstore.Ident, error) {
 	add, who, err := DoneNote(ap)
 	if err != nil {
-		return err
+		return who, err
 	}
 	_, err = AddNotes(repo, lockPath, []NoteAdd{add}, who, doneNotesMessage)
-	return err
+	return who, err
 }
 
 // BesideNote is the ledger.Draft.Beside of a local done entry: its note
