@@ -523,8 +523,8 @@ func (r *Repo) removeOrphans(w *WriterLock) error {
 		switch orphanedLock(lockPath, value+"\n") {
 		case lockOrphaned:
 			if after != "" && r.holds(after) {
-				if b, err := os.ReadFile(lockPath); err == nil && string(b) == value+"\n" {
-					if err := os.Rename(lockPath, r.refPath(ref)); err != nil {
+				if b, err := readFile(lockPath); err == nil && string(b) == value+"\n" {
+					if err := renameFile(lockPath, r.refPath(ref)); err != nil {
 						return err
 					}
 					if err := syncDir(filepath.Dir(lockPath)); err != nil {
