@@ -136,10 +136,11 @@ func (c idleConn) Write(p []byte) (int, error) {
 // addr (host as the URL names it, path the repository) as `git push
 // --porcelain` does, and returns the same RequestResult that parsing git's
 // porcelain report and stderr gives (PushRequest), or an error of the same
-// class git's failure has (remoteFailure): a connection that cannot be made
-// or is cut, or a report that does not come, wraps ErrRemoteUnreachable (the
-// request may have been acted on); an ERR line from the daemon (git's
-// "remote error: …") wraps ErrRemoteDenied. errNotNative: nothing was sent.
+// class git's failure has (classifyFailure, given the words git would have
+// printed): a connection that cannot be made or is cut, or a report that
+// does not come, wraps ErrRemoteUnreachable (the request may have been
+// acted on); an ERR line from the daemon (git's "remote error: …") wraps
+// ErrRemoteDenied. errNotNative: nothing was sent.
 func pushRequestNative(host, addr, path, ref string, commit ObjectID, pack []byte) (*RequestResult, error) {
 	raw, err := net.DialTimeout("tcp", addr, remoteIdle)
 	if err != nil {
@@ -236,7 +237,7 @@ func readAdvertisement(sc *pktline.Scanner) (map[string]bool, error) {
 	}
 	var el *pktline.ErrorLine
 	if errors.As(sc.Err(), &el) {
-		return nil, remoteFailure(&GitError{Args: []string{"push"}, Code: 128, Stderr: "fatal: remote error: " + el.Text + "\n", Err: el}, "")
+		return nil, classifyFailure(splitStderr("fatal: remote error: " + el.Text))
 	}
 	return nil, cutFailure(sc.Err())
 }
@@ -274,15 +275,11 @@ func readReport(sc *pktline.Scanner, ref string, commit ObjectID) (*RequestResul
 		lines = append(lines, fatal)
 	}
 	if !done || fatal != "" {
-		stderr := ""
-		for _, l := range lines {
-			stderr += "remote: " + l + "\n"
+		cause := "the remote end hung up unexpectedly"
+		if err := sc.Err(); err != nil {
+			cause = err.Error()
 		}
-		cause := sc.Err()
-		if cause == nil {
-			cause = errors.New("the remote end hung up unexpectedly")
-		}
-		return nil, remoteFailure(&GitError{Args: []string{"push"}, Code: 128, Stderr: stderr + "fatal: " + cause.Error() + "\n", Err: cause}, "")
+		return nil, classifyFailure(saidText(lines), plainText("fatal: "+cause))
 	}
 	res := &RequestResult{Ref: ref, OK: false, Reason: "remote failed to report status", Lines: lines}
 	rs := pktline.NewScanner(bytes.NewReader(report))
