@@ -73,3 +73,65 @@ func TestTreeDifferParsesOnce(t *testing.T) {
 		t.Fatalf("%d trees read, want the %d of the chain", len(reads), 2*states)
 	}
 }
+
+// TestTreeDifferWalksRawTrees: diffing two 500-entry trees that differ in
+// one blob, a name that changed kind (blob to tree, tree to blob) and a
+// mode (same id) names exactly the changed blob, the new subtree and its
+// blob, and the blob that replaced a tree; and, the trees once read, a diff
+// allocates nothing per entry (main parsed both into entries and mapped the
+// old one by name: over a thousand allocations).
+func TestTreeDifferWalksRawTrees(t *testing.T) {
+	objects := map[ObjectID][]byte{}
+	mktree := func(ents []TreeEntry) ObjectID {
+		var data []byte
+		for _, e := range ents {
+			data = append(data, fmt.Sprintf("%o %s\x00", e.Mode, e.Name)...)
+			data = append(data, e.ID[:]...)
+		}
+		id := HashObject(TreeObject, data)
+		objects[id] = data
+		return id
+	}
+	blob := func(s string) ObjectID { return HashObject(BlobObject, []byte(s)) }
+	inner := mktree([]TreeEntry{{"x", modeBlob, blob("x")}})
+	var old, cur []TreeEntry
+	for c := 0; c < 500; c++ {
+		name := fmt.Sprintf("c%03d", c)
+		o := TreeEntry{name, modeBlob, blob(name + " open")}
+		n := o
+		switch c {
+		case 7:
+			n.ID = blob(name + " claimed")
+		case 8:
+			n.Mode = 0o100755 // same content, another mode: held
+		case 9:
+			n = TreeEntry{name, modeTree, inner}
+		case 10:
+			o = TreeEntry{name, modeTree, inner}
+		}
+		old, cur = append(old, o), append(cur, n)
+	}
+	a, b := mktree(old), mktree(cur)
+	d := NewTreeDiffer(func(id ObjectID) (ObjectType, []byte, error) {
+		data, ok := objects[id]
+		if !ok {
+			return 0, nil, fmt.Errorf("no object %s", id)
+		}
+		return TreeObject, data, nil
+	})
+	var got []ObjectID
+	if err := d.Added(a, b, func(id ObjectID, _ ObjectType, _ []byte) error {
+		got = append(got, id)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []ObjectID{b, cur[7].ID, inner, blob("x"), cur[10].ID}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("added %v, want %v", got, want)
+	}
+	nop := func(ObjectID, ObjectType, []byte) error { return nil }
+	if n := testing.AllocsPerRun(20, func() { d.Added(a, b, nop) }); n > 4 {
+		t.Fatalf("a diff of two read 500-entry trees allocates %v times, want at most 4", n)
+	}
+}
