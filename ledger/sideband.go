@@ -126,12 +126,16 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 	form = min(form, SentForm)
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "%s %d %s %s %d\n", sentHeader, form, have, tip, len(objs))
+	var line []byte // one buffer for every line: a range is ≈ 100 KB of base64
 	for _, o := range objs {
 		if form == 1 {
-			fmt.Fprintf(bw, "%s %d %s\n", sentObject, o.Type(), base64.StdEncoding.EncodeToString(o.Data()))
+			line = fmt.Appendf(line[:0], "%s %d ", sentObject, o.Type())
+			line = base64.StdEncoding.AppendEncode(line, o.Data())
 		} else {
-			fmt.Fprintf(bw, "%s %s\n", sentEntry, base64.StdEncoding.EncodeToString(o.Entry()))
+			line = append(append(line[:0], sentEntry...), ' ')
+			line = base64.StdEncoding.AppendEncode(line, o.Entry())
 		}
+		bw.Write(append(line, '\n'))
 	}
 	fmt.Fprintf(bw, "%s %s\n", sentEnd, tip)
 	return bw.Flush()
