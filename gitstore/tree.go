@@ -605,7 +605,7 @@ func (t *Tree) DB() *ObjectDB { return t.db }
 // on the server that sends it and on the client that takes it.
 type TreeDiffer struct {
 	read  func(ObjectID) (ObjectType, []byte, error)
-	trees map[ObjectID][]byte // content of each tree read, every entry well formed
+	trees map[ObjectID][]byte // content of each tree read
 }
 
 // NewTreeDiffer returns a TreeDiffer reading trees through read.
@@ -614,8 +614,7 @@ func NewTreeDiffer(read func(ObjectID) (ObjectType, []byte, error)) *TreeDiffer 
 }
 
 // tree returns the content of tree id (none for the zero id), reading it
-// through read and checking that every entry parses (as ParseTree would)
-// the first time only.
+// through read the first time only.
 func (d *TreeDiffer) tree(id ObjectID) ([]byte, error) {
 	if id.IsZero() {
 		return nil, nil
@@ -629,11 +628,6 @@ func (d *TreeDiffer) tree(id ObjectID) ([]byte, error) {
 	}
 	if typ != TreeObject {
 		return nil, fmt.Errorf("object %s is a %s, not a tree", id, typ)
-	}
-	for rest := data; len(rest) > 0; {
-		if _, _, _, rest, err = nextTreeEntry(rest); err != nil {
-			return nil, err
-		}
 	}
 	d.trees[id] = data
 	return data, nil
@@ -665,34 +659,39 @@ func (d *TreeDiffer) Added(a, b ObjectID, each func(id ObjectID, t ObjectType, d
 	if err != nil {
 		return err
 	}
-	// a's entry at the walk, its order against b's (c) once compared;
-	// both trees parsed whole in tree, so nextTreeEntry cannot fail here.
+	// a's entry at the walk (inA: there is one), and b's. Both trees are
+	// parsed to their end, a's after b's last entry too, so a malformed
+	// entry of either is an error, as ParseTree's.
 	var (
 		aMode uint32
 		aName []byte
 		aID   ObjectID
 		inA   bool
 	)
-	nextA := func() {
+	nextA := func() (err error) {
 		if inA = len(ta) > 0; inA {
-			aMode, aName, aID, ta, _ = nextTreeEntry(ta)
+			aMode, aName, aID, ta, err = nextTreeEntry(ta)
 		}
+		return err
 	}
-	nextA()
+	if err := nextA(); err != nil {
+		return err
+	}
 	for len(tb) > 0 {
-		var (
-			mode uint32
-			name []byte
-			id   ObjectID
-		)
-		mode, name, id, tb, _ = nextTreeEntry(tb)
+		mode, name, id, rest, err := nextTreeEntry(tb)
+		if err != nil {
+			return err
+		}
+		tb = rest
 		dir := mode == modeTree
 		c := 1
 		for inA {
 			if c = treeOrder(aName, aMode == modeTree, name, dir); c >= 0 {
 				break
 			}
-			nextA()
+			if err := nextA(); err != nil {
+				return err
+			}
 		}
 		same := inA && c == 0 // the same name and kind
 		if same && aID == id {
@@ -709,6 +708,11 @@ func (d *TreeDiffer) Added(a, b ObjectID, each func(id ObjectID, t ObjectType, d
 			sub = aID
 		}
 		if err := d.Added(sub, id, each); err != nil {
+			return err
+		}
+	}
+	for inA {
+		if err := nextA(); err != nil {
 			return err
 		}
 	}

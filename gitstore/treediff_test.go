@@ -131,6 +131,19 @@ func TestTreeDifferWalksRawTrees(t *testing.T) {
 		t.Fatalf("added %v, want %v", got, want)
 	}
 	nop := func(ObjectID, ObjectType, []byte) error { return nil }
+	// A malformed entry after b's last name, in either tree, is an error.
+	for _, bad := range []ObjectID{a, b} { // the old tree, then the new one
+		junk := append(append([]byte{}, objects[bad]...), "100644 zzz"...)
+		id := HashObject(TreeObject, junk)
+		objects[id] = junk
+		x, y := id, b
+		if bad == b {
+			x, y = a, id
+		}
+		if err := d.Added(x, y, nop); err == nil {
+			t.Fatalf("a diff with a malformed last entry in tree %s succeeded", bad)
+		}
+	}
 	if n := testing.AllocsPerRun(20, func() { d.Added(a, b, nop) }); n > 4 {
 		t.Fatalf("a diff of two read 500-entry trees allocates %v times, want at most 4", n)
 	}
