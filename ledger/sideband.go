@@ -217,11 +217,16 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		return nil
 	}
 	pw := gitstore.NewPackWriter()
+	packed := map[gitstore.ObjectID]*gitstore.Object{} // what goes into the pack
+	pack1 := func(o *gitstore.Object) {
+		pw.AddObject(o)
+		packed[o.ID()] = o
+	}
 	// read serves the range's objects before stored ones; what it serves
 	// from the range goes into the pack.
 	read := func(id gitstore.ObjectID) (gitstore.ObjectType, []byte, error) {
 		if o, ok := objs[id]; ok {
-			pw.AddObject(o)
+			pack1(o)
 			return o.Type(), o.Data(), nil
 		}
 		return db.Read(id)
@@ -231,7 +236,7 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 			return nil
 		}
 		if o, ok := objs[id]; ok {
-			pw.AddObject(o)
+			pack1(o)
 			return nil
 		}
 		if !db.Has(id) {
@@ -251,15 +256,20 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		}
 		id = c.Parents[0]
 	}
-	pack, keep := "", func() {}
+	pack, keep, release := "", func() {}, func() {}
 	if pw.Len() > 0 {
 		if pack, keep, err = pw.WriteKept(l.Repo.ObjectDir); err != nil {
 			return nil
 		}
-		db.AddPack(pack)
+		if db.AddPack(pack) == nil {
+			// The verify reads them back: from the decoded objects (named
+			// by their hash, now in the pack), not by inflating the pack.
+			release = db.Hold(packed)
+		}
 	}
 	var last *Applied
 	_, err = l.checkRemoteTip(remote, tip, false, func(a *Applied) error { last = a; return nil })
+	release()
 	if err == nil && last != nil {
 		err = l.moveTracking(remote, tip)
 	}
