@@ -6,24 +6,32 @@ import (
 	"testing"
 )
 
+// testTrees holds the content of test trees by id.
+type testTrees map[ObjectID][]byte
+
+// add stores the tree of ents (in the order given) and returns its id.
+func (tt testTrees) add(ents ...TreeEntry) ObjectID {
+	var data []byte
+	for _, e := range ents {
+		data = append(data, fmt.Sprintf("%o %s\x00", e.Mode, e.Name)...)
+		data = append(data, e.ID[:]...)
+	}
+	id := HashObject(TreeObject, data)
+	tt[id] = data
+	return id
+}
+
+// testBlob is the id of the blob s.
+func testBlob(s string) ObjectID { return HashObject(BlobObject, []byte(s)) }
+
 // TestTreeDifferParsesOnce: diffing a chain of states newest first, each
 // against its parent (as a received range is checked), reads every tree
 // once although each is one diff's new tree and the next one's old tree,
 // and names exactly what each state adds: its root, its changed subtree,
 // the changed blobs.
 func TestTreeDifferParsesOnce(t *testing.T) {
-	objects := map[ObjectID][]byte{}
-	mktree := func(ents ...TreeEntry) ObjectID {
-		var data []byte
-		for _, e := range ents {
-			data = append(data, fmt.Sprintf("%o %s\x00", e.Mode, e.Name)...)
-			data = append(data, e.ID[:]...)
-		}
-		id := HashObject(TreeObject, data)
-		objects[id] = data
-		return id
-	}
-	blob := func(s string) ObjectID { return HashObject(BlobObject, []byte(s)) }
+	objects := testTrees{}
+	mktree, blob := objects.add, testBlob
 	const states = 5
 	var roots []ObjectID
 	want := make([][]ObjectID, states)
@@ -77,23 +85,14 @@ func TestTreeDifferParsesOnce(t *testing.T) {
 // TestTreeDifferWalksRawTrees: diffing two 500-entry trees that differ in
 // one blob, a name that changed kind (blob to tree, tree to blob) and a
 // mode (same id) names exactly the changed blob, the new subtree and its
-// blob, and the blob that replaced a tree; and, the trees once read, a diff
-// allocates nothing per entry (main parsed both into entries and mapped the
-// old one by name: over a thousand allocations).
+// blob, and the blob that replaced a tree; a malformed entry in either
+// tree is an error; and a diff allocates nothing per entry (main parsed
+// both trees into entries and mapped the old one by name: 1024
+// allocations).
 func TestTreeDifferWalksRawTrees(t *testing.T) {
-	objects := map[ObjectID][]byte{}
-	mktree := func(ents []TreeEntry) ObjectID {
-		var data []byte
-		for _, e := range ents {
-			data = append(data, fmt.Sprintf("%o %s\x00", e.Mode, e.Name)...)
-			data = append(data, e.ID[:]...)
-		}
-		id := HashObject(TreeObject, data)
-		objects[id] = data
-		return id
-	}
-	blob := func(s string) ObjectID { return HashObject(BlobObject, []byte(s)) }
-	inner := mktree([]TreeEntry{{"x", modeBlob, blob("x")}})
+	objects := testTrees{}
+	mktree, blob := objects.add, testBlob
+	inner := mktree(TreeEntry{"x", modeBlob, blob("x")})
 	var old, cur []TreeEntry
 	for c := 0; c < 500; c++ {
 		name := fmt.Sprintf("c%03d", c)
@@ -111,7 +110,7 @@ func TestTreeDifferWalksRawTrees(t *testing.T) {
 		}
 		old, cur = append(old, o), append(cur, n)
 	}
-	a, b := mktree(old), mktree(cur)
+	a, b := mktree(old...), mktree(cur...)
 	d := NewTreeDiffer(func(id ObjectID) (ObjectType, []byte, error) {
 		data, ok := objects[id]
 		if !ok {
