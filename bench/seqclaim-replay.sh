@@ -39,8 +39,8 @@ daemon() { # daemon DIR: serve DIR/srv on DIR's port until the script exits
 	trap 'kill $dpid; wait $dpid 2>/dev/null || :' EXIT
 	until git ls-remote "git://127.0.0.1:$port/shared.git" >/dev/null 2>&1; do :; done
 }
-claim() { # claim CLONE ACTOR [CMD...] BIN (sh has no locals: positional only)
-	(cd "$1" && shift && TALLY_ACTOR=$1 && shift && TALLY_ACTOR=$TALLY_ACTOR "$@" --remote origin claim --next --ttl 3600 >/dev/null)
+claim() { # claim CLONE ACTOR [CMD...] BIN (in a subshell: sh has no locals)
+	(cd "$1" && shift && actor=$1 && shift && TALLY_ACTOR=$actor "$@" --remote origin claim --next --ttl 3600 >/dev/null)
 }
 cmd=$1
 shift
