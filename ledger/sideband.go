@@ -124,7 +124,7 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 		id = c.Parents[0]
 	}
 	form = min(form, SentForm)
-	bw := bufio.NewWriter(w)
+	bw := bufio.NewWriterSize(w, 64<<10) // a range in a few writes, not one a 4 KiB
 	fmt.Fprintf(bw, "%s %d %s %s %d\n", sentHeader, form, have, tip, len(objs))
 	var line []byte // one buffer for every line: a range is ≈ 100 KB of base64
 	for _, o := range objs {
