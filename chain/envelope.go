@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -156,7 +155,7 @@ func (m *Meta) Encode() ([]byte, error) {
 	// the strings and the range: one allocation for the usual meta.
 	b := make([]byte, 0, 240+len(m.Origin)+len(m.TS)+67*len(m.Range))
 	b = append(b, `{"head":"`...)
-	b = hex.AppendEncode(b, m.Head[:])
+	b = m.Head.AppendHex(b)
 	b = append(b, `","origin":`...)
 	b = appendJSONString(b, m.Origin)
 	b = append(b, `,"range":[`...)
@@ -165,11 +164,11 @@ func (m *Meta) Encode() ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, '"')
-		b = hex.AppendEncode(b, h[:])
+		b = h.AppendHex(b)
 		b = append(b, '"')
 	}
 	b = append(b, `],"root":"`...)
-	b = hex.AppendEncode(b, m.Root[:])
+	b = m.Root.AppendHex(b)
 	b = append(b, `","size":`...)
 	b = strconv.AppendUint(b, m.Size, 10)
 	b = append(b, `,"ts":`...)

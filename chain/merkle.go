@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -44,8 +45,27 @@ func ParseHash(s string) (Hash, error) {
 }
 
 // AppendHex appends String's text of h to b, for a caller comparing or
-// writing hashes in a loop without a string each.
-func (h Hash) AppendHex(b []byte) []byte { return hex.AppendEncode(b, h[:]) }
+// writing hashes in a loop without a string each (Meta.Encode writes about
+// twenty an entry: hex.AppendEncode's byte at a time was 2% of a verify).
+func (h Hash) AppendHex(b []byte) []byte {
+	var out [2 * len(Hash{})]byte
+	for i := 0; i < len(h); i += 4 {
+		binary.BigEndian.PutUint64(out[2*i:], hexDigits(binary.BigEndian.Uint32(h[i:])))
+	}
+	return append(b, out[:]...)
+}
+
+// hexDigits returns the 8 lowercase hex digits of v, most significant first,
+// as the bytes of a big-endian integer: each byte of v spread into 16 bits,
+// its high nibble above its low one, then each nibble n made '0'+n, plus 39
+// more ('a'-10) when n+6 carries into bit 4. No byte carries into the next.
+func hexDigits(v uint32) uint64 {
+	x := uint64(v)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	n := (x>>4&0x000f000f000f000f)<<8 | x&0x000f000f000f000f
+	return n + 0x3030303030303030 + (n+0x0606060606060606)>>4&0x0101010101010101*39
+}
 
 // LeafHash returns the Merkle leaf hash of the entry whose hash is entryHash.
 func LeafHash(entryHash Hash) Hash {

@@ -3,6 +3,7 @@ package chain
 import (
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -351,5 +352,35 @@ func TestAdvanceCopiesTheRangeOnce(t *testing.T) {
 			t.Fatalf("size %d: Advance changed the old range or gave the wrong one", i)
 		}
 		m = next
+	}
+}
+
+// AppendHex writes what hex.EncodeToString does, for every byte value at
+// every place of a hash and for random hashes, after any prefix.
+func TestAppendHexIsHexEncoding(t *testing.T) {
+	check := func(h Hash) {
+		t.Helper()
+		if got, want := string(h.AppendHex([]byte("x"))), "x"+hex.EncodeToString(h[:]); got != want {
+			t.Fatalf("AppendHex gives %s, want %s", got, want)
+		}
+	}
+	for i := range len(Hash{}) {
+		for v := range 256 {
+			var h Hash
+			h[i] = byte(v)
+			check(h)
+			for j := range h {
+				h[j] ^= 0xff
+			}
+			check(h)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 10000 {
+		var h Hash
+		for j := range h {
+			h[j] = byte(rng.Uint32())
+		}
+		check(h)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -130,11 +131,12 @@ func introducedAt(t *testing.T, dir string, commits []string) map[string]int {
 	return at
 }
 
-// onlyPack repacks the repository into one pack (with deltas when deltas)
-// and returns the paths of its .idx and .pack.
+// onlyPack repacks the repository into one pack (with deltas when deltas,
+// else none: git's own delta choices would make an object a base of
+// another at random) and returns the paths of its .idx and .pack.
 func onlyPack(t *testing.T, dir string, deltas bool) (idx, pack string) {
 	t.Helper()
-	args := []string{"repack", "-adq"}
+	args := []string{"repack", "-adfq", "--window=0"}
 	if deltas {
 		args = []string{"repack", "-adfq", "--depth=50", "--window=50"}
 	}
@@ -271,30 +273,96 @@ func TestVerifyFullChecksReadObjectsWhereRead(t *testing.T) {
 			if seq != 3 {
 				t.Fatalf("%s%s is first in entry %d", commits[3], object, seq)
 			}
-			b, err := os.ReadFile(idx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pos := -1
-			for i, line := range strings.Split(strings.TrimSpace(gitIn(t, dir, b, "show-index")), "\n") {
-				if strings.Fields(line)[1] == id {
-					pos = i
-				}
-			}
-			n := int(binary.BigEndian.Uint32(b[8+4*255:]))
-			b[8+256*4+20*n+4*pos] ^= 0x01 // fanout, names, then the CRC32s
-			sum := sha1.Sum(b[:len(b)-20])
-			copy(b[len(b)-20:], sum[:])
-			replaceFile(t, idx, b)
-			if out, err := gitTry(dir, nil, "cat-file", "-p", id); err != nil {
-				t.Fatalf("git cannot read %s, so the damage is not to the CRC alone: %v\n%s", id, err, out)
-			}
-			if out, err := gitTry(dir, nil, "verify-pack", idx); err == nil {
-				t.Fatalf("git verify-pack passes the damaged index:\n%s", out)
-			}
+			damageCRC(t, dir, idx, id)
 			os.Remove(filepath.Join(gitDir(t, dir), "tally", "verified"))
 			verifyOK(t, dir, false)
 			verifyFails(t, dir, "CORRUPT", 3, "--full")
+		})
+	}
+}
+
+// damageCRC flips a bit of the CRC32 that the pack index idx records for
+// object id and makes the index's checksum right again: git still reads the
+// object, and git verify-pack fails.
+func damageCRC(t *testing.T, dir, idx, id string) {
+	t.Helper()
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := -1
+	for i, line := range strings.Split(strings.TrimSpace(gitIn(t, dir, b, "show-index")), "\n") {
+		if strings.Fields(line)[1] == id {
+			pos = i
+		}
+	}
+	if pos < 0 {
+		t.Fatalf("%s is not in %s", id, idx)
+	}
+	n := int(binary.BigEndian.Uint32(b[8+4*255:]))
+	b[8+256*4+20*n+4*pos] ^= 0x01 // fanout, names, then the CRC32s
+	sum := sha1.Sum(b[:len(b)-20])
+	copy(b[len(b)-20:], sum[:])
+	replaceFile(t, idx, b)
+	if out, err := gitTry(dir, nil, "cat-file", "-p", id); err != nil {
+		t.Fatalf("git cannot read %s, so the damage is not to the CRC alone: %v\n%s", id, err, out)
+	}
+	if out, err := gitTry(dir, nil, "verify-pack", idx); err == nil {
+		t.Fatalf("git verify-pack passes the damaged index:\n%s", out)
+	}
+}
+
+// With several damaged objects in one range, verify --full names the one
+// that checking each entry's objects in turn meets first, whatever else
+// fails after it and whenever it checks them: the oldest entry's, and of
+// one entry's the object its state holds below the other (a blob before
+// the tree holding it); a later entry that cannot even be read does not
+// hide an earlier damaged object that can.
+func TestVerifyFullNamesTheFirstDamagedObject(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		damaged []string // revisions whose stored objects are damaged by their CRC32
+		unread  string   // a revision whose stored bytes are damaged so that it cannot be read
+		seq     int
+		named   string // the revision the error names
+	}{
+		{"two entries", []string{"6:meta", "3:meta"}, "", 3, "3:meta"},
+		{"a blob and its tree", []string{"5^{tree}", "5:meta"}, "", 5, "5:meta"},
+		{"a tree read ahead, then a later blob", []string{"5:meta", "4^{tree}"}, "", 4, "4^{tree}"},
+		{"an entry read ahead, then a later blob", []string{"5:meta", "4:entry"}, "", 4, "4:entry"},
+		{"a later entry unreadable", []string{"3:meta"}, "7:entry", 3, "3:meta"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, commits := buildRepo(t, 10)
+			idx, _ := onlyPack(t, dir, false)
+			rev := func(r string) string {
+				n, _ := strconv.Atoi(r[:1])
+				return strings.TrimSpace(gitIn(t, dir, nil, "rev-parse", commits[n]+r[1:]))
+			}
+			at := introducedAt(t, dir, commits)
+			for _, r := range append(slices.Clone(tc.damaged), tc.unread) {
+				if r != "" && strconv.Itoa(at[rev(r)]) != r[:1] {
+					t.Fatalf("%s is first in entry %d", r, at[rev(r)])
+				}
+			}
+			for _, r := range tc.damaged {
+				damageCRC(t, dir, idx, rev(r))
+			}
+			if tc.unread != "" {
+				flipStoredByte(t, dir, rev(tc.unread))
+				if out, err := gitTry(dir, nil, "cat-file", "-p", rev(tc.unread)); err == nil {
+					t.Fatalf("git cat-file reads the damaged %s: %s", tc.unread, out)
+				}
+			}
+			r := verifyFails(t, dir, "CORRUPT", tc.seq, "--full")
+			msg, _ := r.JSON["error"].(map[string]any)["message"].(string)
+			for _, d := range append(slices.Clone(tc.damaged), tc.unread) {
+				if d != "" && strings.Contains(msg, rev(d)) != (d == tc.named) {
+					t.Errorf("the error names %s: %v, want %v: %s", d, !(d == tc.named), d == tc.named, msg)
+				}
+			}
 		})
 	}
 }
