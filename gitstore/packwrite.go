@@ -162,7 +162,7 @@ func (w *PackWriter) WriteKept(objectDir string) (packName string, release func(
 
 // write stages, syncs and publishes the pack, with a .keep if protect.
 func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) {
-	st, err := w.stage(objectDir, protect)
+	st, err := w.stage(objectDir, protect, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,9 @@ func (w *PackWriter) pack() ([]byte, []packIdxEntry, [sha1.Size]byte) {
 	return append(pack, sum[:]...), idx, sum
 }
 
-func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) {
+// stage writes the pack and its index, into spares where sp holds them
+// (Spares: the pack then written as a temporary, as over a leftover).
+func (w *PackWriter) stage(objectDir string, protect bool, sp *Spares) (*stagedPack, error) {
 	if len(w.entries) == 0 {
 		return nil, errors.New("gitstore: no objects to pack")
 	}
@@ -293,6 +295,11 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 			return nil, err
 		}
 		st.files[0], pack = f, nil
+	case !havePack && sp.Len() > 0:
+		// A spare, flocked already: written as a temporary, which publish
+		// links as the .keep and renames to the .pack.
+		f = sp.take()
+		st.files[0], st.temps[0] = f, f.Name()
 	case !havePack:
 		born := final + ".pack"
 		if protect {
@@ -313,7 +320,7 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		}
 		st.files[0], st.temps[0] = f, f.Name()
 	}
-	if err := flockNow(st.files[0]); err != nil {
+	if err := flockNow(st.files[0]); err != nil { // a spare's is held already: taking it again is a no-op
 		st.abort()
 		return nil, err
 	}
@@ -325,15 +332,18 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		return nil, err
 	}
 	st.size = int64(len(pack))
-	if f, err = createTemp(st.dir, packTempPrefix+"idx-"); err != nil {
-		st.abort()
-		return nil, err
+	if f = sp.take(); f == nil {
+		if f, err = createTemp(st.dir, packTempPrefix+"idx-"); err != nil {
+			st.abort()
+			return nil, err
+		}
+		if err := flockNow(f); err != nil {
+			st.files[1], st.temps[1] = f, f.Name()
+			st.abort()
+			return nil, err
+		}
 	}
 	st.files[1], st.temps[1] = f, f.Name()
-	if err := flockNow(f); err != nil {
-		st.abort()
-		return nil, err
-	}
 	if err := writeReadOnly(f, packIndexBytes(idx, sum), true); err != nil {
 		st.abort()
 		return nil, err

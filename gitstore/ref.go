@@ -171,10 +171,16 @@ func (r *Repo) Head() (ObjectID, error) {
 // lockfile held by git (whose content cannot match the record) is waited for
 // instead.
 type WriterLock struct {
-	f     *os.File
-	stale string // the record left by a previous holder that did not finish
-	size  int    // the file's length, -1 if not known
+	f      *os.File
+	stale  string  // the record left by a previous holder that did not finish
+	size   int     // the file's length, -1 if not known
+	spares *Spares // files made before the lock, for UpdateRefsWithPack to use (UseSpares)
 }
+
+// UseSpares gives UpdateRefsWithPack under w the spares s (made before w
+// was taken) for the files it creates: the pack, its index, the ref locks.
+// What it does not use stays in s, for the caller to remove.
+func (w *WriterLock) UseSpares(s *Spares) { w.spares = s }
 
 // AcquireWriterLock takes the writer lock at path, waiting at most timeout.
 func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) {
@@ -392,7 +398,7 @@ func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter
 	packName := ""
 	if pw != nil {
 		var err error
-		if st, err = pw.stage(r.ObjectDir, true); err != nil {
+		if st, err = pw.stage(r.ObjectDir, true, w.spares); err != nil {
 			return "", failed(0, err)
 		}
 		packName = st.name
@@ -456,7 +462,7 @@ func (r *Repo) createRefLock(w *WriterLock, name, rec string) (*os.File, error) 
 		if err := w.record(w.stale + rec); err != nil {
 			return nil, err
 		}
-		f, err := openFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := w.spares.createLock(lockPath)
 		if err == nil {
 			// no other lockfile of this ref exists now, so none is orphaned
 			w.stale = staleLinesExcept(w.stale, name)
