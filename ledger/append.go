@@ -99,10 +99,16 @@ func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, err
 		return nil, err
 	}
 	wl.UseSpares(spares)
+	endHold := func() {}
+	if db, err := l.Repo.Objects(); err == nil {
+		endHold = db.HoldRetired()
+	}
 	out, err := l.appendLocked(wl, actor, builds)
-	// The next writer waits for the lock: maintenance (listing the pack
-	// directory, starting a compaction process) comes after its release.
+	// The next writer waits for the lock: maintenance (unmapping the packs
+	// compaction retired, listing the pack directory, starting a compaction
+	// process) comes after its release.
 	wl.Release()
+	endHold()
 	if err == nil {
 		l.maybePack()
 	}
