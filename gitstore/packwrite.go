@@ -180,15 +180,17 @@ func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) 
 // writing, syncing and publishing lets a caller sync the pack together with
 // other files (one round of fsyncs instead of several).
 //
-// The pack is written under a final name, the .idx under a temporary one:
+// The pack is written under a final name, or into a spare (Spares) made
+// before the writer lock, the .idx under a temporary one (a spare too):
 // git and ObjectDB read a pack only through its .idx, so only the .idx must
 // appear whole, by a rename, once both files are synced; then the directory
-// is synced. After a crash there is either no pack, a .pack (or .keep)
-// without .idx, which RemoveStaleTemps removes, or a complete pack. A pack
-// already complete under the final name has the same contents (the name is
-// the checksum) and is kept; a .pack there without .idx may be a killed
-// writer's, cut short, and this pack is then written under a temporary name
-// and renamed over it before the .idx.
+// is synced. After a crash there is either no pack, temporaries, a .pack
+// (or .keep) without .idx, which RemoveStaleTemps removes, or a complete
+// pack. A pack already complete under the final name has the same contents
+// (the name is the checksum) and is kept; a .pack there without .idx may be
+// a killed writer's, cut short, and this pack is then written under a
+// temporary name and renamed over it before the .idx, as a pack written
+// into a spare is.
 //
 // Beside git gc. `git repack -a -d` (git gc --prune=now) lists every
 // "*.pack" in the directory at its start, with or without .idx, as kept if
@@ -198,9 +200,10 @@ func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) 
 // "<name>.keep" — the file's first name is the .keep, holding the pack —
 // and gets its ".pack" name by a hard link (git only asks whether the .keep
 // exists): no repack ever lists it unkept, and the .keep costs no file of
-// its own. release removes the .keep once the ref that reaches the pack has
-// moved. The temporaries are named packTempPrefix+"pack-*" and
-// packTempPrefix+"idx-*" (see packTempPrefix). The pack file and the .idx's
+// its own; a pack under a temporary name is linked as its .keep before it
+// is renamed to its .pack name (publish). release removes the .keep once
+// the ref that reaches the pack has moved. The temporaries are named
+// packTempPrefix+"spare-*", "pack-*" and "idx-*" (see packTempPrefix). The pack file and the .idx's
 // temporary are held open with an flock until release, which is how
 // RemoveStaleTemps tells a killed writer's leftovers from a live writer's.
 type stagedPack struct {
