@@ -12,19 +12,28 @@ import (
 	"testing"
 )
 
-// Compaction keeps the number of packs bounded as single-append packs pile
-// up, and every object stays readable — by git, not only by this package.
-func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
+// bareObjectDB opens the object directory of a new bare repository,
+// closed when the test ends.
+func bareObjectDB(t *testing.T) (objects string, db *ObjectDB) {
+	t.Helper()
 	dir := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	objects := dir + "/objects"
+	objects = dir + "/objects"
 	db, err := OpenObjectDB(objects, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return objects, db
+}
+
+// Compaction keeps the number of packs bounded as single-append packs pile
+// up, and every object stays readable — by git, not only by this package.
+func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
+	objects, db := bareObjectDB(t)
+	dir := filepath.Dir(objects)
 	rng := rand.New(rand.NewPCG(1, 1))
 	want := map[ObjectID][]byte{}
 	maxPacks := 0
@@ -272,16 +281,7 @@ func TestCompactRefusesDamagedEntry(t *testing.T) {
 // meanwhile, and is unmapped when the hold ends: a writer under the writer
 // lock leaves the unmapping for after its release.
 func TestHoldRetiredDefersUnmap(t *testing.T) {
-	dir := t.TempDir()
-	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
-	objects := dir + "/objects"
-	db, err := OpenObjectDB(objects, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	objects, db := bareObjectDB(t)
 	write := func(data string) (ObjectID, string) {
 		pw := NewPackWriter()
 		id := pw.Add(BlobObject, []byte(data))
