@@ -75,6 +75,8 @@ type ObjectDB struct {
 	readers  sync.RWMutex // held shared by every read; see releaseRetired
 	retiredN atomic.Int32 // len(retired)
 	holds    atomic.Int32 // HoldRetired calls not yet ended: no pack is unmapped meanwhile
+
+	held atomic.Pointer[map[ObjectID]*Object] // stored objects served from memory (Hold); nil if none
 }
 
 // OpenObjectDB opens the object directory objectDir. alternates lists further
@@ -535,6 +537,9 @@ type Where struct {
 func (c *Cursor) ReadWhere(id ObjectID) (ObjectType, []byte, Where, error) {
 	c.db.readers.RLock()
 	defer c.db.endRead()
+	if o := c.db.heldObject(id); o != nil {
+		return o.typ, bytes.Clone(o.data), Where{}, nil // unknown: a check looks it up
+	}
 	loc, err := c.db.locate(id, &c.last, true)
 	if err != nil {
 		return 0, nil, Where{}, err
@@ -713,6 +718,9 @@ func (db *ObjectDB) endRead() {
 // read reads id, which is needed as a delta base at the given depth
 // (hint is packFind's).
 func (db *ObjectDB) read(id ObjectID, depth int, hint **packFile) (ObjectType, []byte, error) {
+	if o := db.heldObject(id); o != nil {
+		return o.typ, bytes.Clone(o.data), nil
+	}
 	loc, err := db.locate(id, hint, true)
 	if err != nil {
 		return 0, nil, err

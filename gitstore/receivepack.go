@@ -136,10 +136,11 @@ func (c idleConn) Write(p []byte) (int, error) {
 // addr (host as the URL names it, path the repository) as `git push
 // --porcelain` does, and returns the same RequestResult that parsing git's
 // porcelain report and stderr gives (PushRequest), or an error of the same
-// class git's failure has (remoteFailure): a connection that cannot be made
-// or is cut, or a report that does not come, wraps ErrRemoteUnreachable (the
-// request may have been acted on); an ERR line from the daemon (git's
-// "remote error: …") wraps ErrRemoteDenied. errNotNative: nothing was sent.
+// class git's failure has (classifyFailure, given the words git would have
+// printed): a connection that cannot be made or is cut, or a report that
+// does not come, wraps ErrRemoteUnreachable (the request may have been
+// acted on); an ERR line from the daemon (git's "remote error: …") wraps
+// ErrRemoteDenied. errNotNative: nothing was sent.
 func pushRequestNative(host, addr, path, ref string, commit ObjectID, pack []byte) (*RequestResult, error) {
 	raw, err := net.DialTimeout("tcp", addr, remoteIdle)
 	if err != nil {
@@ -236,7 +237,7 @@ func readAdvertisement(sc *pktline.Scanner) (map[string]bool, error) {
 	}
 	var el *pktline.ErrorLine
 	if errors.As(sc.Err(), &el) {
-		return nil, remoteFailure(&GitError{Args: []string{"push"}, Code: 128, Stderr: "fatal: remote error: " + el.Text + "\n", Err: el}, "")
+		return nil, classifyFailure(splitStderr("fatal: remote error: " + el.Text))
 	}
 	return nil, cutFailure(sc.Err())
 }
@@ -250,7 +251,8 @@ func readAdvertisement(sc *pktline.Scanner) (map[string]bool, error) {
 // zero; a deletion, none either), or refused with the reason; a report
 // without ref's status is git's "remote failed to report status".
 func readReport(sc *pktline.Scanner, ref string, commit ObjectID) (*RequestResult, error) {
-	var report, said []byte
+	var report []byte
+	var said sidebandLines
 	var fatal string
 	done := false
 	for !done && sc.Scan() {
@@ -261,7 +263,7 @@ func readReport(sc *pktline.Scanner, ref string, commit ObjectID) (*RequestResul
 		case b[0] == 1:
 			report = append(report, b[1:]...)
 		case b[0] == 2:
-			said = append(said, b[1:]...)
+			said.add(b[1:])
 		case b[0] == 3:
 			fatal = strings.TrimRight(string(b[1:]), "\n")
 			done = true
@@ -269,20 +271,16 @@ func readReport(sc *pktline.Scanner, ref string, commit ObjectID) (*RequestResul
 			return nil, fmt.Errorf("%w: bad sideband band %d from the server", ErrRemoteUnreachable, b[0])
 		}
 	}
-	lines := sidebandLines(said)
+	lines := said.end()
 	if fatal != "" {
 		lines = append(lines, fatal)
 	}
 	if !done || fatal != "" {
-		stderr := ""
-		for _, l := range lines {
-			stderr += "remote: " + l + "\n"
+		cause := "the remote end hung up unexpectedly"
+		if err := sc.Err(); err != nil {
+			cause = err.Error()
 		}
-		cause := sc.Err()
-		if cause == nil {
-			cause = errors.New("the remote end hung up unexpectedly")
-		}
-		return nil, remoteFailure(&GitError{Args: []string{"push"}, Code: 128, Stderr: stderr + "fatal: " + cause.Error() + "\n", Err: cause}, "")
+		return nil, classifyFailure(saidText(lines), plainText("fatal: "+cause))
 	}
 	res := &RequestResult{Ref: ref, OK: false, Reason: "remote failed to report status", Lines: lines}
 	rs := pktline.NewScanner(bytes.NewReader(report))
@@ -319,23 +317,53 @@ func readReport(sc *pktline.Scanner, ref string, commit ObjectID) (*RequestResul
 	return res, nil
 }
 
-// sidebandLines are the server's messages as git prints them, one
-// "remote: " line each: split at every newline and carriage return
-// (recv_sideband ends a line at either), a last unterminated piece kept,
-// trailing spaces dropped as remoteLines drops git's padding.
-func sidebandLines(b []byte) []string {
-	var out []string
-	s := string(b)
-	for s != "" {
-		i := strings.IndexAny(s, "\r\n")
+// sidebandLines cuts the server's messages into lines as git prints them,
+// one "remote: " line each, as they arrive: split at every newline and
+// carriage return (recv_sideband ends a line at either), a last
+// unterminated piece kept (end), trailing spaces dropped as remoteLines
+// drops git's padding. Cutting as they arrive keeps one copy of each line:
+// a sent range is ≈ 100 KB relayed in packets of 128 bytes, and collecting
+// them whole first grew a buffer to five times that.
+type sidebandLines struct {
+	lines []string
+	part  []byte // the line being received, up to the packet at hand
+}
+
+// add takes the next packet of the server's messages.
+func (s *sidebandLines) add(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
-			out = append(out, strings.TrimRight(s, " "))
-			break
+			i = len(b)
 		}
-		out = append(out, strings.TrimRight(s[:i], " "))
-		s = s[i+1:]
+		if r := bytes.IndexByte(b[:i], '\r'); r >= 0 {
+			i = r
+		}
+		if i == len(b) {
+			if s.part == nil {
+				s.part = make([]byte, 0, 16<<10) // above a range's longest line
+			}
+			s.part = append(s.part, b...)
+			return
+		}
+		line := b[:i]
+		if len(s.part) > 0 {
+			s.part = append(s.part, line...)
+			line = s.part
+		}
+		s.lines = append(s.lines, string(bytes.TrimRight(line, " ")))
+		s.part = s.part[:0]
+		b = b[i+1:]
 	}
-	return out
+}
+
+// end returns the lines, the last unterminated piece among them.
+func (s *sidebandLines) end() []string {
+	if len(s.part) > 0 {
+		s.lines = append(s.lines, string(bytes.TrimRight(s.part, " ")))
+		s.part = s.part[:0]
+	}
+	return s.lines
 }
 
 // dialFailure is a connection that could not be made, classified by the

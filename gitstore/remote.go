@@ -480,6 +480,15 @@ func remoteFailure(err error, status string) error {
 	if own == "" && said == "" {
 		own = ge.Err.Error()
 	}
+	return classifyFailure(said, own)
+}
+
+// classifyFailure is remoteFailure's verdict on a failure, given what the
+// server said (its "remote:" lines, joined by saidText) and the client's
+// own words for it in git's phrasing ("fatal: remote error: …" for a
+// daemon's ERR line): the native push (receivepack.go), which has no git
+// stderr to parse, hands it the same two texts git would have printed.
+func classifyFailure(said, own string) error {
 	msg := joinWords(said, own)
 	switch {
 	case deniedWords(own) || deniedWords(said):

@@ -124,14 +124,18 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 		id = c.Parents[0]
 	}
 	form = min(form, SentForm)
-	bw := bufio.NewWriter(w)
+	bw := bufio.NewWriterSize(w, 64<<10) // a range in a few writes, not one a 4 KiB
 	fmt.Fprintf(bw, "%s %d %s %s %d\n", sentHeader, form, have, tip, len(objs))
+	var line []byte // one buffer for every line: a range is ≈ 100 KB of base64
 	for _, o := range objs {
 		if form == 1 {
-			fmt.Fprintf(bw, "%s %d %s\n", sentObject, o.Type(), base64.StdEncoding.EncodeToString(o.Data()))
+			line = fmt.Appendf(line[:0], "%s %d ", sentObject, o.Type())
+			line = base64.StdEncoding.AppendEncode(line, o.Data())
 		} else {
-			fmt.Fprintf(bw, "%s %s\n", sentEntry, base64.StdEncoding.EncodeToString(o.Entry()))
+			line = append(append(line[:0], sentEntry...), ' ')
+			line = base64.StdEncoding.AppendEncode(line, o.Entry())
 		}
+		bw.Write(append(line, '\n'))
 	}
 	fmt.Fprintf(bw, "%s %s\n", sentEnd, tip)
 	return bw.Flush()
@@ -213,11 +217,16 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		return nil
 	}
 	pw := gitstore.NewPackWriter()
+	packed := map[gitstore.ObjectID]*gitstore.Object{} // what goes into the pack
+	pack1 := func(o *gitstore.Object) {
+		pw.AddObject(o)
+		packed[o.ID()] = o
+	}
 	// read serves the range's objects before stored ones; what it serves
 	// from the range goes into the pack.
 	read := func(id gitstore.ObjectID) (gitstore.ObjectType, []byte, error) {
 		if o, ok := objs[id]; ok {
-			pw.AddObject(o)
+			pack1(o)
 			return o.Type(), o.Data(), nil
 		}
 		return db.Read(id)
@@ -227,7 +236,7 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 			return nil
 		}
 		if o, ok := objs[id]; ok {
-			pw.AddObject(o)
+			pack1(o)
 			return nil
 		}
 		if !db.Has(id) {
@@ -247,15 +256,20 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 		}
 		id = c.Parents[0]
 	}
-	pack, keep := "", func() {}
+	pack, keep, release := "", func() {}, func() {}
 	if pw.Len() > 0 {
 		if pack, keep, err = pw.WriteKept(l.Repo.ObjectDir); err != nil {
 			return nil
 		}
-		db.AddPack(pack)
+		if db.AddPack(pack) == nil {
+			// The verify reads them back: from the decoded objects (named
+			// by their hash, now in the pack), not by inflating the pack.
+			release = db.Hold(packed)
+		}
 	}
 	var last *Applied
 	_, err = l.checkRemoteTip(remote, tip, false, func(a *Applied) error { last = a; return nil })
+	release()
 	if err == nil && last != nil {
 		err = l.moveTracking(remote, tip)
 	}
