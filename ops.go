@@ -388,9 +388,9 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 			return then(s, now)
 		})
 	}
-	aps, err := c.appendBatch(builds)
+	aps, err := c.appendDone(builds)
 	if err != nil && thenBuilt {
-		aps, err = c.appendBatch(builds[:1])
+		aps, err = c.appendDone(builds[:1])
 	}
 	if err != nil {
 		return nil, nil, err
@@ -420,6 +420,16 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 		res.NotesPush = c.pushNotes(c.Remote(), ap.Commit, who)
 	}
 	return res, next, nil
+}
+
+// appendDone appends the builds of a done, whose receipt draft has a
+// Beside move (the note) on a local ledger, so its append makes that ref's
+// lock before the writer lock as well (ledger.ExpectBeside).
+func (c *Client) appendDone(builds []ledger.BuildFunc) ([]*ledger.Appended, error) {
+	if c.Remote() == "" {
+		c.L.ExpectBeside()
+	}
+	return c.appendBatch(builds)
 }
 
 // DoneNextResult is the outcome of DoneNext: the done, which stands, and

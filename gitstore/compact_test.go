@@ -12,19 +12,28 @@ import (
 	"testing"
 )
 
-// Compaction keeps the number of packs bounded as single-append packs pile
-// up, and every object stays readable — by git, not only by this package.
-func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
+// bareObjectDB opens the object directory of a new bare repository,
+// closed when the test ends.
+func bareObjectDB(t *testing.T) (objects string, db *ObjectDB) {
+	t.Helper()
 	dir := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	objects := dir + "/objects"
+	objects = dir + "/objects"
 	db, err := OpenObjectDB(objects, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return objects, db
+}
+
+// Compaction keeps the number of packs bounded as single-append packs pile
+// up, and every object stays readable — by git, not only by this package.
+func TestCompactBoundsPacksAndKeepsObjects(t *testing.T) {
+	objects, db := bareObjectDB(t)
+	dir := filepath.Dir(objects)
 	rng := rand.New(rand.NewPCG(1, 1))
 	want := map[ObjectID][]byte{}
 	maxPacks := 0
@@ -264,5 +273,54 @@ func TestCompactRefusesDamagedEntry(t *testing.T) {
 	}
 	if !db.Has(damaged) {
 		t.Fatalf("object %s is gone", damaged)
+	}
+}
+
+// A pack that a rescan retires (another process's compaction removed it)
+// stays mapped while a HoldRetired is in force, whatever reads end
+// meanwhile, and is unmapped when the hold ends: a writer under the writer
+// lock leaves the unmapping for after its release.
+func TestHoldRetiredDefersUnmap(t *testing.T) {
+	objects, db := bareObjectDB(t)
+	write := func(data string) (ObjectID, string) {
+		pw := NewPackWriter()
+		id := pw.Add(BlobObject, []byte(data))
+		name, err := pw.WriteTo(objects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, name
+	}
+	old, oldPack := write("in the pack compaction removes")
+	if _, _, err := db.Read(old); err != nil {
+		t.Fatal(err)
+	}
+	mapped := func() bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		for _, p := range append(slices.Clone(db.packs), db.retired...) {
+			if filepath.Base(p.path) == oldPack && p.m.Load() != nil {
+				return true
+			}
+		}
+		return false
+	}
+	if !mapped() {
+		t.Fatal("the pack read is not mapped")
+	}
+	end := db.HoldRetired()
+	if err := RemovePack(objects, oldPack); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := write("in a pack written since")
+	if _, _, err := db.Read(fresh); err != nil { // a miss: the rescan retires the removed pack
+		t.Fatal(err)
+	}
+	if db.retiredN.Load() != 1 || !mapped() {
+		t.Fatalf("during the hold: %d packs retired, the removed one mapped %v; want 1 and true", db.retiredN.Load(), mapped())
+	}
+	end()
+	if db.retiredN.Load() != 0 || mapped() {
+		t.Fatalf("after the hold: %d packs retired, the removed one mapped %v; want 0 and false", db.retiredN.Load(), mapped())
 	}
 }

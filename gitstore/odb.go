@@ -74,6 +74,7 @@ type ObjectDB struct {
 
 	readers  sync.RWMutex // held shared by every read; see releaseRetired
 	retiredN atomic.Int32 // len(retired)
+	holds    atomic.Int32 // HoldRetired calls not yet ended: no pack is unmapped meanwhile
 
 	held atomic.Pointer[map[ObjectID]*Object] // stored objects served from memory (Hold); nil if none
 }
@@ -190,7 +191,7 @@ func (db *ObjectDB) rescan() (changed bool, err error) {
 // every pack it ever saw mapped. Reads hold db.readers shared; this only
 // tries the exclusive lock, so it never delays a read.
 func (db *ObjectDB) releaseRetired() {
-	if db.retiredN.Load() == 0 || !db.readers.TryLock() {
+	if db.retiredN.Load() == 0 || db.holds.Load() > 0 || !db.readers.TryLock() {
 		return
 	}
 	defer db.readers.Unlock()
@@ -202,6 +203,19 @@ func (db *ObjectDB) releaseRetired() {
 	for _, p := range retired {
 		db.lastHit.CompareAndSwap(p, nil)
 		p.unmap()
+	}
+}
+
+// HoldRetired keeps the packs rescans retire mapped until the returned
+// func is called, which unmaps them (releaseRetired). A writer holds them
+// while it holds the writer lock: unmapping the packs another process's
+// compaction replaced is the writer's to pay, after the release, not the
+// next writer's to wait for.
+func (db *ObjectDB) HoldRetired() (end func()) {
+	db.holds.Add(1)
+	return func() {
+		db.holds.Add(-1)
+		db.releaseRetired()
 	}
 }
 

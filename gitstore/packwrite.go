@@ -162,7 +162,7 @@ func (w *PackWriter) WriteKept(objectDir string) (packName string, release func(
 
 // write stages, syncs and publishes the pack, with a .keep if protect.
 func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) {
-	st, err := w.stage(objectDir, protect)
+	st, err := w.stage(objectDir, protect, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -180,15 +180,17 @@ func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) 
 // writing, syncing and publishing lets a caller sync the pack together with
 // other files (one round of fsyncs instead of several).
 //
-// The pack is written under a final name, the .idx under a temporary one:
+// The pack is written under a final name, or into a spare (Spares) made
+// before the writer lock, the .idx under a temporary one (a spare too):
 // git and ObjectDB read a pack only through its .idx, so only the .idx must
 // appear whole, by a rename, once both files are synced; then the directory
-// is synced. After a crash there is either no pack, a .pack (or .keep)
-// without .idx, which RemoveStaleTemps removes, or a complete pack. A pack
-// already complete under the final name has the same contents (the name is
-// the checksum) and is kept; a .pack there without .idx may be a killed
-// writer's, cut short, and this pack is then written under a temporary name
-// and renamed over it before the .idx.
+// is synced. After a crash there is either no pack, temporaries, a .pack
+// (or .keep) without .idx, which RemoveStaleTemps removes, or a complete
+// pack. A pack already complete under the final name has the same contents
+// (the name is the checksum) and is kept; a .pack there without .idx may be
+// a killed writer's, cut short, and this pack is then written under a
+// temporary name and renamed over it before the .idx, as a pack written
+// into a spare is.
 //
 // Beside git gc. `git repack -a -d` (git gc --prune=now) lists every
 // "*.pack" in the directory at its start, with or without .idx, as kept if
@@ -198,9 +200,10 @@ func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) 
 // "<name>.keep" — the file's first name is the .keep, holding the pack —
 // and gets its ".pack" name by a hard link (git only asks whether the .keep
 // exists): no repack ever lists it unkept, and the .keep costs no file of
-// its own. release removes the .keep once the ref that reaches the pack has
-// moved. The temporaries are named packTempPrefix+"pack-*" and
-// packTempPrefix+"idx-*" (see packTempPrefix). The pack file and the .idx's
+// its own; a pack under a temporary name is linked as its .keep before it
+// is renamed to its .pack name (publish). release removes the .keep once
+// the ref that reaches the pack has moved. The temporaries are named
+// packTempPrefix+"spare-*", "pack-*" and "idx-*" (see packTempPrefix). The pack file and the .idx's
 // temporary are held open with an flock until release, which is how
 // RemoveStaleTemps tells a killed writer's leftovers from a live writer's.
 type stagedPack struct {
@@ -273,7 +276,9 @@ func (w *PackWriter) pack() ([]byte, []packIdxEntry, [sha1.Size]byte) {
 	return append(pack, sum[:]...), idx, sum
 }
 
-func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) {
+// stage writes the pack and its index, into spares where sp holds them
+// (Spares: the pack then written as a temporary, as over a leftover).
+func (w *PackWriter) stage(objectDir string, protect bool, sp *Spares) (*stagedPack, error) {
 	if len(w.entries) == 0 {
 		return nil, errors.New("gitstore: no objects to pack")
 	}
@@ -293,6 +298,11 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 			return nil, err
 		}
 		st.files[0], pack = f, nil
+	case !havePack && sp.Len() > 0:
+		// A spare, flocked already: written as a temporary, which publish
+		// links as the .keep and renames to the .pack.
+		f = sp.take()
+		st.files[0], st.temps[0] = f, f.Name()
 	case !havePack:
 		born := final + ".pack"
 		if protect {
@@ -313,7 +323,7 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		}
 		st.files[0], st.temps[0] = f, f.Name()
 	}
-	if err := flockNow(st.files[0]); err != nil {
+	if err := flockNow(st.files[0]); err != nil { // a spare's is held already: taking it again is a no-op
 		st.abort()
 		return nil, err
 	}
@@ -325,15 +335,18 @@ func (w *PackWriter) stage(objectDir string, protect bool) (*stagedPack, error) 
 		return nil, err
 	}
 	st.size = int64(len(pack))
-	if f, err = createTemp(st.dir, packTempPrefix+"idx-"); err != nil {
-		st.abort()
-		return nil, err
+	if f = sp.take(); f == nil {
+		if f, err = createTemp(st.dir, packTempPrefix+"idx-"); err != nil {
+			st.abort()
+			return nil, err
+		}
+		if err := flockNow(f); err != nil {
+			st.files[1], st.temps[1] = f, f.Name()
+			st.abort()
+			return nil, err
+		}
 	}
 	st.files[1], st.temps[1] = f, f.Name()
-	if err := flockNow(f); err != nil {
-		st.abort()
-		return nil, err
-	}
 	if err := writeReadOnly(f, packIndexBytes(idx, sum), true); err != nil {
 		st.abort()
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -171,10 +172,17 @@ func (r *Repo) Head() (ObjectID, error) {
 // lockfile held by git (whose content cannot match the record) is waited for
 // instead.
 type WriterLock struct {
-	f     *os.File
-	stale string // the record left by a previous holder that did not finish
-	size  int    // the file's length, -1 if not known
+	f      *os.File
+	stale  string  // the record left by a previous holder that did not finish
+	size   int     // the file's length, -1 if not known
+	spares *Spares // files made before the lock, for UpdateRefsWithPack to use (UseSpares)
+	queued bool    // another holder had the lock when this one asked: other writers may be waiting now
 }
+
+// UseSpares gives UpdateRefsWithPack under w the spares s (made before w
+// was taken) for the files it creates: the pack, its index, the ref locks.
+// What it does not use stays in s, for the caller to remove.
+func (w *WriterLock) UseSpares(s *Spares) { w.spares = s }
 
 // AcquireWriterLock takes the writer lock at path, waiting at most timeout.
 func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) {
@@ -185,7 +193,8 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := flockWithin(f, timeout); err != nil {
+	queued, err := flockWithin(f, timeout)
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -203,7 +212,7 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 	if strings.TrimSpace(stale) == "" {
 		stale = "" // a cleared record (record pads with spaces): nothing left over
 	}
-	return &WriterLock{f: f, stale: stale, size: size}, nil
+	return &WriterLock{f: f, stale: stale, size: size, queued: queued}, nil
 }
 
 // flockWithin takes an exclusive flock on f, waiting at most timeout. It
@@ -211,17 +220,17 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 // (polling would leave it idle while waiters sleep, and writers queue behind
 // it under contention). On timeout the blocked call is left to finish in its
 // goroutine, which then drops the lock at once.
-func flockWithin(f *os.File, timeout time.Duration) error {
-	var err error = syscall.EINTR
+func flockWithin(f *os.File, timeout time.Duration) (waited bool, err error) {
+	err = syscall.EINTR
 	for errors.Is(err, syscall.EINTR) {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	}
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
-		return err
+		return false, err
 	}
 	fd, err := syscall.Dup(int(f.Fd())) // the same open file: a lock taken through fd is f's
 	if err != nil {
-		return err
+		return true, err
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -238,7 +247,7 @@ func flockWithin(f *os.File, timeout time.Duration) error {
 	select {
 	case err := <-done:
 		syscall.Close(fd)
-		return err
+		return true, err
 	case <-timer.C:
 		go func() { // the call still blocks: when it returns, drop what it took
 			if err := <-done; err == nil {
@@ -246,7 +255,7 @@ func flockWithin(f *os.File, timeout time.Duration) error {
 			}
 			syscall.Close(fd)
 		}()
-		return ErrRefLocked
+		return true, ErrRefLocked
 	}
 }
 
@@ -392,18 +401,13 @@ func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter
 	packName := ""
 	if pw != nil {
 		var err error
-		if st, err = pw.stage(r.ObjectDir, true); err != nil {
+		if st, err = pw.stage(r.ObjectDir, true, w.spares); err != nil {
 			return "", failed(0, err)
 		}
 		packName = st.name
-		if err := st.sync(); err != nil {
-			return "", failed(0, err)
-		}
 	}
-	for i, lock := range locks {
-		if err := lock.Sync(); err != nil {
-			return "", failed(i, err)
-		}
+	if i, err := syncWritten(st, locks, w.queued); err != nil {
+		return "", failed(i, err)
 	}
 	if st != nil {
 		if err := st.publish(true); err != nil {
@@ -437,6 +441,50 @@ func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter
 	return packName, nil
 }
 
+// syncWritten fsyncs the staged pack's files (st may be nil) and the ref
+// locks, and on failure says which move's file failed (the pack's: the
+// first). None needs to be durable before another, only all before the
+// renames (UpdateRefsWithPack). A holder other writers may be queued
+// behind (queued) issues them at once, one goroutine each, so that the
+// disk serves them together and the lock is held for one round trip to it
+// instead of one after another; a holder alone syncs them in turn, in its
+// own goroutine, where a short process would pay more CPU for the threads
+// blocked fsyncs need than the overlap saves it (stagedPack.sync).
+func syncWritten(st *stagedPack, locks []*os.File, queued bool) (int, error) {
+	type file struct {
+		f    *os.File
+		move int
+	}
+	var files []file
+	if st != nil && st.files[1] != nil { // nothing to sync for a pack complete already
+		files = append(files, file{st.files[0], 0}, file{st.files[1], 0})
+	}
+	for i, lock := range locks {
+		files = append(files, file{lock, i})
+	}
+	if !queued || len(files) < 2 {
+		for _, f := range files {
+			if err := f.f.Sync(); err != nil {
+				return f.move, err
+			}
+		}
+		return 0, nil
+	}
+	failures := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files[1:] {
+		wg.Go(func() { failures[i+1] = f.f.Sync() })
+	}
+	failures[0] = files[0].f.Sync()
+	wg.Wait()
+	for i, err := range failures {
+		if err != nil {
+			return files[i].move, err
+		}
+	}
+	return 0, nil
+}
+
 // createRefLock creates "<ref>.lock" of ref name exclusively, first
 // recording rec, the lines of every lock the move it belongs to may leave
 // (UpdateRefsWithPack), so that a successor can tell a lock orphaned by
@@ -456,7 +504,7 @@ func (r *Repo) createRefLock(w *WriterLock, name, rec string) (*os.File, error) 
 		if err := w.record(w.stale + rec); err != nil {
 			return nil, err
 		}
-		f, err := openFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := w.spares.createLock(lockPath)
 		if err == nil {
 			// no other lockfile of this ref exists now, so none is orphaned
 			w.stale = staleLinesExcept(w.stale, name)

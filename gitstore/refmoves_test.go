@@ -2,9 +2,11 @@ package gitstore
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -159,4 +161,98 @@ func TestUpdateRefsWithPackRefusesAsOne(t *testing.T) {
 			t.Errorf("%s is %s, want %s", ref, got, b)
 		}
 	}
+}
+
+// A writer queued behind another holder (WriterLock.queued) syncs its
+// pack, its index and its ref locks together, one goroutine each, and a
+// holder alone in turn; either way every file is synced before
+// UpdateRefsWithPack renames anything, and a file that fails to sync fails
+// the move it belongs to (the pack's, the first), whichever goroutine
+// synced it.
+func TestSyncWrittenQueuedAndAlone(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string) *os.File {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	for _, queued := range []bool{false, true} {
+		st := &stagedPack{files: [2]*os.File{open("pack"), open("idx")}}
+		locks := []*os.File{open("first.lock"), open("second.lock")}
+		if i, err := syncWritten(st, locks, queued); err != nil {
+			t.Fatalf("queued %v: move %d: %v", queued, i, err)
+		}
+		locks[1].Close()
+		if i, err := syncWritten(st, locks, queued); err == nil || i != 1 {
+			t.Errorf("queued %v: a closed second lock failed move %d (%v), want move 1", queued, i, err)
+		}
+		st.files[1].Close()
+		if i, err := syncWritten(st, locks[:1], queued); err == nil || i != 0 {
+			t.Errorf("queued %v: a closed index failed move %d (%v), want move 0", queued, i, err)
+		}
+		if _, err := syncWritten(nil, locks[:1], queued); err != nil {
+			t.Errorf("queued %v: one lock, no pack: %v", queued, err)
+		}
+	}
+}
+
+// A writer that found the writer lock held is queued; one that took it at
+// once is not.
+func TestWriterLockQueued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "writer.lock")
+	first, err := AcquireWriterLock(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.queued {
+		t.Error("the first holder is queued")
+	}
+	got := make(chan *WriterLock)
+	go func() {
+		w, err := AcquireWriterLock(path, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	// The second asks while the first holds: it blocks until the release.
+	for waiting := false; !waiting; {
+		select {
+		case w := <-got:
+			t.Fatalf("the second holder took the lock while the first held it (%v)", w)
+		default:
+		}
+		waiting = lockWaiters(t, path) > 0
+	}
+	first.Release()
+	second := <-got
+	defer second.Release()
+	if !second.queued {
+		t.Error("the holder that waited is not queued")
+	}
+}
+
+// lockWaiters counts the processes' requests blocked on an flock of the
+// file at path (/proc/locks lists them with "->").
+func lockWaiters(t *testing.T, path string) int {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Skipf("no /proc/locks to see a blocked flock: %v", err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 6 && f[1] == "->" && strings.HasSuffix(f[6], fmt.Sprintf(":%d", st.Ino)) {
+			n++
+		}
+	}
+	return n
 }

@@ -68,6 +68,7 @@ type Ledger struct {
 
 	repacking chan struct{}            // closed when a background compaction started here ends
 	lent      atomic.Pointer[Snapshot] // see Lend
+	beside    atomic.Int32             // Beside moves the next append expects (ExpectBeside)
 }
 
 // Open opens the ledger of the repository containing dir.

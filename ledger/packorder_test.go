@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,47 +14,17 @@ import (
 	"github.com/tally-dev/tally/internal/testrepo"
 )
 
-// An append killed (strace injects SIGKILL) at its first rename — the .idx's,
-// once the pack has its final name and both files are synced — leaves a
-// pack-<hex>.pack without .idx, its .keep and the .idx's temporary, and the
-// ref where it was: git fsck --strict and verify --full accept the
+// An append killed (strace injects SIGKILL) at its second rename — the
+// .idx's, once the pack, written into a spare (gitstore.Spares) and linked
+// as its .keep, has been renamed to its final name and both files are
+// synced — leaves a pack-<hex>.pack without .idx, its .keep and the .idx's
+// temporary, and the ref where it was: git fsck --strict and verify --full accept the
 // repository, the next append succeeds, and once the leftovers are old the
 // next compaction (tally gc) removes all three.
 func TestKilledBetweenPackAndIdx(t *testing.T) {
 	t.Parallel()
-	strace := testrepo.Strace(t)
-	dir := initRepo(t)
-	packDir := filepath.Join(gitDir(t, dir), "objects", "pack")
-	before := tip(t, dir)
-	listed := func() []string {
-		ents, err := os.ReadDir(packDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		return names
-	}
-	old := listed()
-
-	renames := "rename,renameat,renameat2"
-	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace="+renames,
-		"-e", "inject="+renames+":error=EIO:signal=KILL:when=1", testrepo.Tally(t), "-C", dir, "note", "killed")
-	cmd.Env = testrepo.Env("TALLY_ACTOR=victim")
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		t.Fatalf("the append was not killed: %v %s", err, out)
-	}
-
-	var left, packs []string
-	for _, name := range listed() {
-		if !slices.Contains(old, name) {
-			left = append(left, name)
-		}
-	}
+	dir, packDir, before, left := killedAppend(t, "rename,renameat,renameat2", 2)
+	var packs []string
 	for _, name := range left {
 		if base, ok := strings.CutSuffix(name, ".pack"); ok {
 			packs = append(packs, name)
@@ -68,6 +39,74 @@ func TestKilledBetweenPackAndIdx(t *testing.T) {
 	if len(packs) != 1 || len(left) != 3 {
 		t.Fatalf("the killed append left %v in objects/pack; want its .pack under its final name, its .keep and the .idx's temporary", left)
 	}
+	checkKilledCleaned(t, dir, packDir, before, left)
+}
+
+// An append killed (strace injects SIGKILL) as it links its first spare as
+// the ledger ref's lock, once it holds the writer lock, leaves the spares it
+// made before the lock (gitstore.Spares: the pack's, the index's, the
+// lock's) in objects/pack and nothing else: no pack, no .keep, the ref where
+// it was. git fsck and verify --full accept the repository, the next append
+// succeeds, and once the spares are old the next compaction removes them
+// (the kernel dropped the killed writer's flocks on them).
+func TestKilledHoldingSpares(t *testing.T) {
+	t.Parallel()
+	dir, packDir, before, left := killedAppend(t, "link,linkat", 1)
+	if len(left) != 3 {
+		t.Fatalf("the killed append left %v in objects/pack; want its three spares", left)
+	}
+	for _, name := range left {
+		if !strings.HasPrefix(name, "tally-tmp-") {
+			t.Errorf("the killed append left %s, not a temporary", name)
+		}
+	}
+	checkKilledCleaned(t, dir, packDir, before, left)
+}
+
+// killedAppend runs `tally note killed` in a new ledger under strace,
+// which kills it (SIGKILL) at the when-th of the system calls syscalls, and
+// returns the repository, its pack directory, the tip before, and the
+// names the killed append left in the pack directory.
+func killedAppend(t *testing.T, syscalls string, when int) (dir, packDir, before string, left []string) {
+	t.Helper()
+	strace := testrepo.Strace(t)
+	dir = initRepo(t)
+	packDir = filepath.Join(gitDir(t, dir), "objects", "pack")
+	before = tip(t, dir)
+	listed := func() []string {
+		ents, err := os.ReadDir(packDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	old := listed()
+	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace="+syscalls,
+		"-e", fmt.Sprintf("inject=%s:error=EIO:signal=KILL:when=%d", syscalls, when), testrepo.Tally(t), "-C", dir, "note", "killed")
+	cmd.Env = testrepo.Env("TALLY_ACTOR=victim")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("the append was not killed: %v %s", err, out)
+	}
+	for _, name := range listed() {
+		if !slices.Contains(old, name) {
+			left = append(left, name)
+		}
+	}
+	return dir, packDir, before, left
+}
+
+// checkKilledCleaned checks the repository a killed append left (see
+// killedAppend): the ref at before, git fsck --strict and verify --full
+// accept it, the next append succeeds, and once its leftovers left are
+// old the next compaction (tally gc) removes every one of them.
+func checkKilledCleaned(t *testing.T, dir, packDir, before string, left []string) {
+	t.Helper()
 	if got := tip(t, dir); got != before {
 		t.Fatalf("the killed append moved the ref: %s, was %s", got, before)
 	}

@@ -68,8 +68,10 @@ func syscallCounts(t *testing.T, strace, dir, actor string, args ...string) (fsy
 // into one pack, and both refs/tally/ledger and refs/notes/tally reach it,
 // with one round of fsyncs: the pack, its index, the two ref locks, the
 // pack directory, then each ref's directory after its rename (7, where the
-// receipt's append and the note's own made 10), and four files created
-// (the pack, born as its .keep, its index and the two locks; 6 before). A
+// receipt's append and the note's own made 10), four files created (the
+// pack, its index and the two locks, made as spares before the writer lock;
+// 6 before), and four renames (the pack's spare to its name, the index, the
+// two refs). A
 // second receipt of the same commit and text added with git notes are
 // kept in the note, which the receipt's check still finds.
 func TestDoneOneAppend(t *testing.T) {
@@ -84,8 +86,8 @@ func TestDoneOneAppend(t *testing.T) {
 	for _, cell := range []string{"w/a", "w/b"} {
 		before, _ := filepath.Glob(filepath.Join(r.dir, ".git", "objects", "pack", "*.pack"))
 		fsyncs, renames, creates := syscallCounts(t, strace, r.dir, "A", "done", cell, "--epoch", "1")
-		if fsyncs != 7 || renames != 3 || creates != 4 {
-			t.Errorf("done %s: %d fsyncs, %d renames, %d files created; want 7, 3 (the index, two refs) and 4", cell, fsyncs, renames, creates)
+		if fsyncs != 7 || renames != 4 || creates != 4 {
+			t.Errorf("done %s: %d fsyncs, %d renames, %d files created; want 7, 4 (the pack, the index, two refs) and 4", cell, fsyncs, renames, creates)
 		}
 		added := r.newPacks(before)
 		if len(added) != 1 {
@@ -112,6 +114,75 @@ func TestDoneOneAppend(t *testing.T) {
 	r.ok("A", "verify", "--full")
 }
 
+// A local append creates no file while it holds the writer lock: its pack,
+// the index and the ref locks (the ledger's, and the notes ref's for a
+// done) are spares made before the lock is taken, so the other writers of
+// the clone do not wait for ext4 allocating inodes. Every spare is used or
+// removed: none is left in objects/pack after a done, a note, or a done the
+// rules refuse.
+func TestAppendCreatesNoFileUnderWriterLock(t *testing.T) {
+	strace := testrepo.Strace(t)
+	r := newRepo(t)
+	r.ok("A", "init")
+	r.ok("A", "plan", r.file("plan.yaml", "wave: w\ncells:\n  - id: a\n"))
+	r.ok("A", "claim", "w/a")
+	r.commit("work", "f.txt")
+	lockCall := regexp.MustCompile(`^(\d+) +flock\(\d+<([^>]*)>, (LOCK_\w+)`)
+	run := func(wantCode int, args ...string) {
+		t.Helper()
+		trace := filepath.Join(t.TempDir(), "trace")
+		cmd := exec.Command(strace, append([]string{"-f", "-qq", "-y", "-o", trace, "-e", "trace=flock,open,openat,link,linkat",
+			testrepo.Tally(t), "-C", r.dir, "--json"}, args...)...)
+		cmd.Env = testrepo.Env("TALLY_ACTOR=A")
+		out, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != wantCode {
+			t.Fatalf("tally %v: exit %d, want %d: %v %s", args, code, wantCode, err, out)
+		}
+		b, err := os.ReadFile(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, took, links := false, 0, 0
+		var created []string
+		for _, l := range straceJoin(string(b)) {
+			if m := lockCall.FindStringSubmatch(l); m != nil && strings.HasSuffix(m[2], "/tally/writer.lock") && !strings.Contains(l, "= -1") {
+				held = m[3] == "LOCK_EX"
+				if held {
+					took++
+				}
+				continue
+			}
+			m := straceCall.FindStringSubmatch(l)
+			if m == nil || m[3] == "-1" || !held {
+				continue
+			}
+			if strings.Contains(m[2], "O_CREAT") {
+				created = append(created, l)
+			}
+			if strings.HasPrefix(m[1], "link") {
+				links++
+			}
+		}
+		if took == 0 {
+			t.Fatalf("tally %v: no writer lock taken in the trace", args)
+		}
+		if len(created) > 0 {
+			t.Errorf("tally %v created files under the writer lock:\n%s", args, strings.Join(created, "\n"))
+		}
+		if wantCode == 0 && links == 0 {
+			t.Errorf("tally %v: no spare linked as a ref lock under the writer lock", args)
+		}
+		if left, _ := filepath.Glob(filepath.Join(r.dir, ".git", "objects", "pack", "tally-tmp-*")); len(left) > 0 {
+			t.Errorf("tally %v left %v", args, left)
+		}
+	}
+	run(0, "done", "w/a", "--epoch", "1")
+	run(0, "note", "after")
+	run(2, "done", "w/a", "--epoch", "1") // the cell is done: refused
+	r.git("fsck", "--strict", "--no-progress")
+	r.ok("A", "verify", "--full")
+}
+
 // A done killed at each step of its one append leaves no receipt and no
 // note (before the ledger's ref is renamed), or the receipt, and then only
 // a kill between the two renames leaves it without its note, which the
@@ -124,8 +195,8 @@ func TestDoneKilledAtEachStep(t *testing.T) {
 		name, path, syscalls string
 		landed               bool
 	}{
-		{"creating the ledger's lock", ".git/refs/tally/ledger.lock", "open,openat", false},
-		{"creating the notes ref's lock", ".git/refs/notes/tally.lock", "open,openat", false},
+		{"creating the ledger's lock", ".git/refs/tally/ledger.lock", "open,openat,link,linkat", false},
+		{"creating the notes ref's lock", ".git/refs/notes/tally.lock", "open,openat,link,linkat", false},
 		{"renaming the ledger's ref", ".git/refs/tally/ledger.lock", renames, false},
 		{"renaming the notes ref", ".git/refs/notes/tally.lock", renames, true},
 	}
