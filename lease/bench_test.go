@@ -108,3 +108,31 @@ func benchApply(b *testing.B, w *plWorld, kind chain.Kind, actor string, body an
 	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
 	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
 }
+
+// BenchmarkDoneOnBusyCommit times lease.Apply of a done whose commit (and
+// tree) already carry n receipts. The receipts naming one commit are one
+// blob (FORMAT.md §6, `receipts/<xx>/<commit>`, and the same by tree), which
+// a done decodes and writes again whole, so its cost grows with the
+// receipts the commit has: n dones of one commit (cells that change no code,
+// or a drain receipting one HEAD, as the drain benchmarks do) cost O(n²).
+//
+//	go test ./lease -run '^$' -bench DoneOnBusyCommit -benchtime 20x
+func BenchmarkDoneOnBusyCommit(b *testing.B) {
+	for _, n := range []int{0, 100, 1000, 3000} {
+		b.Run(fmt.Sprintf("receipts=%d", n), func(b *testing.B) {
+			w := newPL(b)
+			cells := make([]lease.PlanCell, n+1)
+			for i := range cells {
+				cells[i] = lease.PlanCell{ID: fmt.Sprintf("c%05d", i)}
+			}
+			w.ok(chain.KindPlan, "x", lease.PlanBody{Wave: "w", Cells: cells})
+			for _, c := range cells {
+				w.ok(chain.KindClaim, "a", claimB("w", c.ID))
+			}
+			for _, c := range cells[:n] {
+				w.ok(chain.KindDone, "a", doneB("w", c.ID, 1))
+			}
+			benchApply(b, w, chain.KindDone, "a", doneB("w", cells[n].ID, 1), "")
+		})
+	}
+}
