@@ -166,7 +166,7 @@ func (w *PackWriter) write(objectDir string, protect bool) (*stagedPack, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err = st.sync(); err == nil {
+	if _, err = syncWritten(st, nil, false); err == nil {
 		err = st.publish(protect)
 	}
 	if err != nil {
@@ -379,22 +379,6 @@ func flockNow(f *os.File) error {
 			return err
 		}
 	}
-}
-
-// sync makes the written files' contents durable (nothing to do for a pack
-// that was complete already); publish runs only after it. The files are
-// synced one after the other, in the caller's goroutine: a goroutine per
-// concurrent fsync blocks an OS thread of its own, and the runtime starting
-// those threads cost more CPU than the overlap saved time (PERFORMANCE.md,
-// "Fewer files an append").
-func (st *stagedPack) sync() error {
-	if st.files[1] == nil {
-		return nil
-	}
-	if err := st.files[0].Sync(); err != nil {
-		return err
-	}
-	return st.files[1].Sync()
 }
 
 // publish makes the synced pack visible and syncs the directory: the

@@ -449,7 +449,9 @@ func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter
 // disk serves them together and the lock is held for one round trip to it
 // instead of one after another; a holder alone syncs them in turn, in its
 // own goroutine, where a short process would pay more CPU for the threads
-// blocked fsyncs need than the overlap saves it (stagedPack.sync).
+// blocked fsyncs need than the overlap saves it (PERFORMANCE.md, "Fewer
+// files an append"). A pack written without a ref move (PackWriter.write)
+// is synced here too, in turn, before it is published.
 func syncWritten(st *stagedPack, locks []*os.File, queued bool) (int, error) {
 	type file struct {
 		f    *os.File
