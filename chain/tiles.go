@@ -46,14 +46,28 @@ type KV interface {
 // tile (0, 0x2f) is "log/0/x2/f" and tile (0, 0x100) is "log/0/x1/x0/0".
 // A directory thus holds at most 16 tiles and 16 subdirectories.
 func TilePath(level int, n uint64) string {
-	digits := strconv.AppendUint(make([]byte, 0, 16), n, 16)
-	b := make([]byte, 0, len("log/00/")+3*len(digits))
+	b := make([]byte, 0, len("log/00/")+3*16)
 	b = strconv.AppendInt(append(b, "log/"...), int64(level), 10)
-	b = append(b, '/')
+	return string(appendHexPath(append(b, '/'), n))
+}
+
+// HexPath returns dir, "/" and n's path as TilePath writes it ("x<digit>/"
+// before each hex digit but the last): HexPath("d", 0x2f) is "d/x2/f". A
+// directory of such paths holds at most 16 blobs and 16 subdirectories, so
+// writing the path of one n rewrites O(log n) small trees.
+func HexPath(dir string, n uint64) string {
+	b := make([]byte, 0, len(dir)+1+3*16)
+	return string(appendHexPath(append(append(b, dir...), '/'), n))
+}
+
+// appendHexPath appends the lowercase hex digits of n without leading
+// zeros, each but the last written as "x<digit>/".
+func appendHexPath(b []byte, n uint64) []byte {
+	digits := strconv.AppendUint(make([]byte, 0, 16), n, 16)
 	for _, d := range digits[:len(digits)-1] {
 		b = append(b, 'x', d, '/')
 	}
-	return string(append(b, digits[len(digits)-1]))
+	return append(b, digits[len(digits)-1])
 }
 
 // tileRecordSize returns the record size of tiles at the given level.
