@@ -53,9 +53,14 @@ func (m *Meta) Check(e *Entry) error {
 	return nil
 }
 
-// GenesisBody is the body of entry 0.
+// GenesisBody is the body of entry 0. ReceiptIndex, when given, switches
+// the new ledger's receipts index layout (lease.ReceiptIndexChunked, the
+// only value the rules accept; a pointer, so that a member given empty is
+// refused rather than read as absent); absent, the ledger keeps the layout
+// ledgers had before the member existed.
 type GenesisBody struct {
-	Origin string `json:"origin"`
+	Origin       string  `json:"origin"`
+	ReceiptIndex *string `json:"receipt_index,omitempty"`
 }
 
 // Advance returns the metadata after appending e (whose hash is h). It assumes

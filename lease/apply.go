@@ -85,7 +85,7 @@ func Apply(state chain.KV, e *chain.Entry) (*Result, error) {
 	var effect any
 	switch e.Kind {
 	case chain.KindGenesis:
-		summary = "genesis"
+		summary, err = "genesis", r.genesis()
 	case chain.KindNote:
 		summary, err = r.note()
 	case chain.KindPlan:

@@ -110,29 +110,40 @@ func benchApply(b *testing.B, w *plWorld, kind chain.Kind, actor string, body an
 }
 
 // BenchmarkDoneOnBusyCommit times lease.Apply of a done whose commit (and
-// tree) already carry n receipts. The receipts naming one commit are one
-// blob (FORMAT.md §6, `receipts/<xx>/<commit>`, and the same by tree), which
-// a done decodes and writes again whole, so its cost grows with the
-// receipts the commit has: n dones of one commit (cells that change no code,
-// or a drain receipting one HEAD, as the drain benchmarks do) cost O(n²).
+// tree) already carry n receipts, under both layouts of the receipts index
+// (FORMAT.md §6). Without the switch (layout=single) the receipts naming
+// one commit are one blob, which a done decodes and writes again whole, so
+// its cost grows with the receipts the commit has and n dones of one commit
+// cost O(n²) (its setup alone takes about a minute at 3,000, so it stops
+// there). Under the chunked layout a done reads the count and one head or
+// chunk of at most 16 receipts (lease.ReceiptChunk), whatever n.
 //
 //	go test ./lease -run '^$' -bench DoneOnBusyCommit -benchtime 20x
 func BenchmarkDoneOnBusyCommit(b *testing.B) {
-	for _, n := range []int{0, 100, 1000, 3000} {
-		b.Run(fmt.Sprintf("receipts=%d", n), func(b *testing.B) {
-			w := newPL(b)
-			cells := make([]lease.PlanCell, n+1)
-			for i := range cells {
-				cells[i] = lease.PlanCell{ID: fmt.Sprintf("c%05d", i)}
-			}
-			w.ok(chain.KindPlan, "x", lease.PlanBody{Wave: "w", Cells: cells})
-			for _, c := range cells {
-				w.ok(chain.KindClaim, "a", claimB("w", c.ID))
-			}
-			for _, c := range cells[:n] {
-				w.ok(chain.KindDone, "a", doneB("w", c.ID, 1))
-			}
-			benchApply(b, w, chain.KindDone, "a", doneB("w", cells[n].ID, 1), "")
-		})
+	for _, layout := range []string{lease.ReceiptIndexSingle, lease.ReceiptIndexChunked} {
+		sizes := []int{0, 100, 1000, 3000}
+		if layout == lease.ReceiptIndexChunked {
+			sizes = append(sizes, 10000)
+		}
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("layout=%s/receipts=%d", layout, n), func(b *testing.B) {
+				w := newPL(b)
+				if layout == lease.ReceiptIndexChunked {
+					w.ok(chain.KindPolicy, "x", lease.PolicySet{ReceiptIndex: &layout})
+				}
+				cells := make([]lease.PlanCell, n+1)
+				for i := range cells {
+					cells[i] = lease.PlanCell{ID: fmt.Sprintf("c%05d", i)}
+				}
+				w.ok(chain.KindPlan, "x", lease.PlanBody{Wave: "w", Cells: cells})
+				for _, c := range cells {
+					w.ok(chain.KindClaim, "a", claimB("w", c.ID))
+				}
+				for _, c := range cells[:n] {
+					w.ok(chain.KindDone, "a", doneB("w", c.ID, 1))
+				}
+				benchApply(b, w, chain.KindDone, "a", doneB("w", cells[n].ID, 1), "")
+			})
+		}
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tally-dev/tally/chain"
 )
 
 // bodyTypes are the body types the rules decode (rule.body's callers).
 var bodyTypes = []any{AnchorBody{}, NoteBody{}, ClaimBody{}, RenewBody{}, EpochBody{}, FailBody{}, CellRef{},
-	DoneBody{}, LockBody{}, UnlockBody{}, WaitBody{}, BreakBody{}, PlanBody{}, PolicySet{}, KeysBody{}}
+	DoneBody{}, LockBody{}, UnlockBody{}, WaitBody{}, BreakBody{}, PlanBody{}, PolicySet{}, KeysBody{}, chain.GenesisBody{}}
 
 // freshDecode is the decode rule.body made before decodeBody: a new strict
 // decoder for each body.

@@ -39,36 +39,6 @@ type DoneBody struct {
 	Evidence []Evidence `json:"evidence"`
 }
 
-// ReceiptIndex lists the receipts naming one commit (or one tree).
-type ReceiptIndex struct {
-	Receipts []ReceiptRef `json:"receipts"`
-}
-
-// ReceiptRef points at a done entry.
-type ReceiptRef struct {
-	Seq    uint64 `json:"seq"`
-	Wave   string `json:"wave"`
-	Cell   string `json:"cell"`
-	Epoch  int64  `json:"epoch"`
-	Commit string `json:"commit"`
-	Tree   string `json:"tree"`
-}
-
-// ReceiptKey is the state key of the receipts naming a commit.
-func ReceiptKey(commit string) string { return "receipts/" + commit[:2] + "/" + commit }
-
-// TreeKey is the state key of the receipts whose commit has the given tree.
-func TreeKey(tree string) string { return "trees/" + tree[:2] + "/" + tree }
-
-// ReadReceipts returns the receipts index at key (empty when absent).
-func ReadReceipts(kv chain.KV, key string) (*ReceiptIndex, error) {
-	var ix ReceiptIndex
-	if _, err := newTxn(kv).load(key, &ix); err != nil {
-		return nil, err
-	}
-	return &ix, nil
-}
-
 // OutOfScope returns the changed paths not matched by any of the cell's path
 // patterns. A cell without patterns has no scope limit.
 func OutOfScope(patterns, changed []string) []string {
@@ -135,13 +105,12 @@ func (r *rule) done() (string, any, error) {
 		}
 	}
 	ref := ReceiptRef{Seq: r.e.Seq, Wave: b.Wave, Cell: b.Cell, Epoch: b.Epoch, Commit: b.Commit, Tree: b.Tree}
+	chunked, err := r.t.chunked()
+	if err != nil {
+		return "", nil, err
+	}
 	for _, key := range []string{ReceiptKey(b.Commit), TreeKey(b.Tree)} {
-		ix, err := ReadReceipts(r.t, key)
-		if err != nil {
-			return "", nil, err
-		}
-		ix.Receipts = append(ix.Receipts, ref)
-		if err := r.t.put(key, ix); err != nil {
+		if err := r.t.addReceipt(key, ref, chunked); err != nil {
 			return "", nil, err
 		}
 	}

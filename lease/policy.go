@@ -193,6 +193,10 @@ type PolicySet struct {
 	PusherVar *string `json:"pusher_var,omitempty"`
 	// Authors replaces the whole actor-to-author map; an empty map clears it.
 	Authors *map[string][]string `json:"authors,omitempty"`
+	// ReceiptIndex switches the ledger to the chunked receipts index
+	// (ReceiptIndexChunked, the only value; once). It is recorded in the
+	// layout blob, not the policy blob (Layout says why).
+	ReceiptIndex *string `json:"receipt_index,omitempty"`
 }
 
 func validMode(m string) bool { return m == Off || m == Warn || m == Enforce }
@@ -293,16 +297,24 @@ func (r *rule) policy() (string, error) {
 		}
 		changed = append(changed, "authors")
 	}
-	if len(changed) == 0 {
-		return "", errs.New(errs.Usage, "policy entry changes nothing")
-	}
 	// Without admins anyone may change the policy, so required signatures
 	// would protect nothing: any actor with a key could turn them off.
 	if p.RequireSignatures && len(p.Admins) == 0 {
 		return "", errs.New(errs.Policy, "require_signatures needs admins: without them any actor may turn signatures off again")
 	}
-	if err := r.t.put(policyKey, p); err != nil {
-		return "", err
+	if len(changed) > 0 {
+		if err := r.t.put(policyKey, p); err != nil {
+			return "", err
+		}
+	}
+	if b.ReceiptIndex != nil {
+		if err := r.t.switchReceiptIndex(*b.ReceiptIndex); err != nil {
+			return "", err
+		}
+		changed = append(changed, "receipt_index")
+	}
+	if len(changed) == 0 {
+		return "", errs.New(errs.Usage, "policy entry changes nothing")
 	}
 	return "policy: set " + strings.Join(changed, ", "), nil
 }

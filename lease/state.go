@@ -146,6 +146,21 @@ func (t *txn) load(key string, v any) (bool, error) {
 	return true, nil
 }
 
+// loadStrict is load for a blob whose every member a reader must
+// understand: a member v does not name is CORRUPT, as is a blob that does
+// not decode as v. (Its bytes are verify's to check: a state blob must be
+// exactly what the rules write, §10 step 6.)
+func (t *txn) loadStrict(key string, v any) (bool, error) {
+	b, ok, err := t.get(key)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := decodeBody(b, v); err != nil {
+		return false, errs.Wrap(errs.Corrupt, err, "state %s", key)
+	}
+	return true, nil
+}
+
 func (t *txn) put(key string, v any) error {
 	b, err := chain.MarshalCanonical(v)
 	if err != nil {
