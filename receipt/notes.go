@@ -183,7 +183,9 @@ func BesideNote(repo *gitstore.Repo) func(*ledger.Appended, *gitstore.PackWriter
 
 // MissingNotes returns the note line of every receipt s holds that the
 // local notes lack, in ledger order per commit (commits in the order of the
-// receipts index). It reads every done entry: O(receipts).
+// receipts index). It reads every done entry: O(receipts). It lists the
+// receipts/<xx>/ directories: a head's chunk directory there
+// (lease.IsChunkDir) is read with its head, not taken for a commit.
 func MissingNotes(l *ledger.Ledger, s *ledger.Snapshot) ([]NoteAdd, error) {
 	fanout, err := s.Tree.List("receipts")
 	if err != nil {
@@ -196,6 +198,9 @@ func MissingNotes(l *ledger.Ledger, s *ledger.Snapshot) ([]NoteAdd, error) {
 			return nil, err
 		}
 		for _, name := range names {
+			if lease.IsChunkDir(name) {
+				continue // the receipts beyond a head's, which ReadReceipts reads with it
+			}
 			commit, err := gitstore.ParseObjectID(name)
 			if err != nil {
 				return nil, errs.Wrap(errs.Corrupt, err, "receipts index entry %q", name)
