@@ -32,7 +32,8 @@ type InitResult struct {
 	Origin string `json:"origin"`
 }
 
-// Init writes the genesis entry. An empty origin gets a default naming the
+// Init writes the genesis entry, which switches the new ledger to the
+// chunked receipts index (lease.ReceiptIndexChunked). An empty origin gets a default naming the
 // repository plus a random suffix, so independently created ledgers differ.
 // Unless newLedger, it first refuses while a remote of the clone holds a
 // ledger (ledger.RefuseInitBesideRemote): a second genesis forks for good.
@@ -53,7 +54,8 @@ func (c *Client) Init(origin string, newLedger bool) (*InitResult, error) {
 		}
 		origin = "tally/" + filepath.Base(name) + "/" + hex.EncodeToString(b[:])
 	}
-	ap, err := c.append(static(chain.KindGenesis, chain.GenesisBody{Origin: origin}))
+	chunked := lease.ReceiptIndexChunked
+	ap, err := c.append(static(chain.KindGenesis, chain.GenesisBody{Origin: origin, ReceiptIndex: &chunked}))
 	if err != nil {
 		return nil, err
 	}

@@ -7,13 +7,19 @@ import (
 	"github.com/tally-dev/tally/ledger"
 )
 
-// Policy returns the policy in force at the tip.
-func (c *Client) Policy() (*lease.Policy, error) {
+// Policy returns the policy in force at the tip, and the state layouts the
+// ledger recorded there (the receipts index's).
+func (c *Client) Policy() (*lease.Policy, *lease.Layout, error) {
 	s, err := c.head()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return lease.ReadPolicy(s)
+	p, err := lease.ReadPolicy(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := lease.ReadLayout(s)
+	return p, l, err
 }
 
 // SetPolicy changes the fields set in p.

@@ -312,7 +312,7 @@ func newPusherReport(c *tally.Client) (*pusherReport, error) {
 	if r.Mechanisms == nil {
 		r.Mechanisms = []hooks.PusherMechanism{}
 	}
-	p, err := c.Policy()
+	p, _, err := c.Policy()
 	if errs.CodeOf(err) == errs.NotInitialized {
 		return r, nil // no ledger yet: no policy binds pushers
 	}

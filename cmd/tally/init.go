@@ -18,7 +18,12 @@ func (a *app) initCmd() *cobra.Command {
 that has a ledger does not have it (git clone does not fetch refs/tally/*):
 init first asks every remote of the clone and refuses with LEDGER-ON-REMOTE
 while one holds a ledger, since a second genesis can never be synced with
-it. --new-ledger starts a separate ledger anyway, without asking.`,
+it. --new-ledger starts a separate ledger anyway, without asking.
+
+The genesis records the chunked receipts index (receipt_index: chunked in
+tally policy show), so that a done costs the same however many receipts its
+commit already has. A ledger made before tally did so keeps its layout
+until tally policy set --receipt-index chunked.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(true, func(c *tally.Client) error {

@@ -24,19 +24,21 @@ func (a *app) policyCmd() *cobra.Command {
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
-				p, err := c.Policy()
+				p, layout, err := c.Policy()
 				if err != nil {
 					return err
 				}
 				// The state omits pushers, pusher_var and authors when empty
 				// (lease.Policy); the view always shows them, shadowing the
-				// embedded fields.
+				// embedded fields. receipt_index is the layout blob's, named
+				// "single" when the ledger never switched.
 				view := struct {
 					*lease.Policy
-					Pushers   map[string][]string `json:"pushers"`
-					PusherVar string              `json:"pusher_var"`
-					Authors   map[string][]string `json:"authors"`
-				}{p, p.Pushers, p.PusherVar, p.Authors}
+					Pushers      map[string][]string `json:"pushers"`
+					PusherVar    string              `json:"pusher_var"`
+					Authors      map[string][]string `json:"authors"`
+					ReceiptIndex string              `json:"receipt_index"`
+				}{p, p.Pushers, p.PusherVar, p.Authors, layout.IndexName()}
 				if view.Pushers == nil {
 					view.Pushers = map[string][]string{}
 				}
@@ -44,8 +46,8 @@ func (a *app) policyCmd() *cobra.Command {
 					view.Authors = map[string][]string{}
 				}
 				return a.emit(map[string]any{"policy": view}, func(w io.Writer) {
-					fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\nauthors: %v\n",
-						p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar, view.Authors)
+					fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\nauthors: %v\nreceipt_index: %s\n",
+						p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar, view.Authors, view.ReceiptIndex)
 				})
 			})
 		},
@@ -57,11 +59,21 @@ func (a *app) policyCmd() *cobra.Command {
 		protected      []string
 		admins         []string
 		pusherVar      string
+		receiptIndex   string
 	)
 	set := &cobra.Command{
-		Use:   "set [--require-signatures] [--skew S] [--receipts MODE] [--path-leases MODE] [--protected REF,...] [--admins A,...] [--pusher-var NAME]",
+		Use:   "set [--require-signatures] [--skew S] [--receipts MODE] [--path-leases MODE] [--protected REF,...] [--admins A,...] [--pusher-var NAME] [--receipt-index chunked]",
 		Short: "change policy fields (MODE: off, warn or enforce)",
-		Args:  args(cobra.NoArgs),
+		Long: `set changes the policy fields given, in one policy entry.
+
+--receipt-index chunked switches a ledger made before tally init did so
+(policy show says receipt_index: single) to the chunked receipts index:
+from this entry on, a done costs the same however many receipts its commit
+already has. Receipts already recorded stay where they are. The switch is
+one way: switching it off, or again, is refused (USAGE).`,
+		Example: `  tally policy set --receipts enforce --protected refs/heads/main
+  tally policy set --receipt-index chunked`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var p lease.PolicySet
 			f := cmd.Flags()
@@ -86,6 +98,9 @@ func (a *app) policyCmd() *cobra.Command {
 			if f.Changed("pusher-var") {
 				p.PusherVar = &pusherVar
 			}
+			if f.Changed("receipt-index") {
+				p.ReceiptIndex = &receiptIndex
+			}
 			return a.setPolicy(p)
 		},
 	}
@@ -96,6 +111,7 @@ func (a *app) policyCmd() *cobra.Command {
 	set.Flags().StringSliceVar(&protected, "protected", nil, "protected branches (full ref names)")
 	set.Flags().StringSliceVar(&admins, "admins", nil, "actors allowed to change the policy and anyone's keys")
 	set.Flags().StringVar(&pusherVar, "pusher-var", "", "environment variable (`NAME`) the server hook reads the pusher from first (\"\" removes it)")
+	set.Flags().StringVar(&receiptIndex, "receipt-index", "", "switch the receipts index to `chunked` (one way: a done's cost then stays flat however many receipts its commit has)")
 	roles := &cobra.Command{
 		Use:   "set-roles ROLE=PRIORITY...",
 		Short: "define roles and their priorities (higher preempts lower)",
