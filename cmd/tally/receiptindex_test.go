@@ -9,6 +9,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -185,3 +186,62 @@ func canon(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestOldBinaryAndChunkedIndex runs with TALLY_OLD_BIN naming a tally built
+// from before the chunked index (b40d165):
+//
+//	git archive b40d165 | tar -x -C /tmp/old && (cd /tmp/old && go build -o /tmp/tally-old ./cmd/tally)
+//	TALLY_OLD_BIN=/tmp/tally-old go test ./cmd/tally -run OldBinary
+//
+// A ledger the old tally wrote, with 40 receipts on one commit, verifies in
+// full with this one (its states replay byte for byte), and is switched
+// here. The old tally refuses both new ledgers when it verifies them: the
+// one from this init at its genesis (STATE-MISMATCH: it does not write the
+// layout blob), the switched one at the policy entry (RULE-VIOLATION, rule
+// USAGE: a member its body decoding does not know).
+func TestOldBinaryAndChunkedIndex(t *testing.T) {
+	old := os.Getenv("TALLY_OLD_BIN")
+	if old == "" {
+		t.Skip("TALLY_OLD_BIN names no tally built from before the chunked receipts index")
+	}
+	t.Parallel()
+	oldRun := func(r *repo, want int, args ...string) testrepo.Result {
+		t.Helper()
+		res := testrepo.Exec(old, r.dir, "A", nil, append([]string{"--json"}, args...)...)
+		if res.Err != nil || res.Code != want {
+			t.Fatalf("old tally %v: %s, want exit %d", args, res, want)
+		}
+		return res
+	}
+
+	fresh := newRepo(t)
+	fresh.ok("A", "init")
+	if res := oldRun(fresh, 3, "verify", "--full"); res.ErrorCode() != "STATE-MISMATCH" || res.ErrorField("seq") != 0.0 {
+		t.Fatalf("old tally on init's ledger: %s", res)
+	}
+
+	r := newRepo(t)
+	oldRun(r, 0, "init")
+	oldRun(r, 0, "plan", netPlan(t, r.dir, "w", 41, nil))
+	for i := range 40 {
+		id := fmt.Sprintf("w/c%03d", i)
+		oldRun(r, 0, "claim", id)
+		oldRun(r, 0, "done", id, "--epoch", "1")
+	}
+	r.ok("A", "verify", "--full")
+	if got := receiptIndexShown(r); got != lease.ReceiptIndexSingle {
+		t.Fatalf("the old tally's ledger: receipt_index %v", got)
+	}
+	seq := r.ok("A", "policy", "set", "--receipt-index", "chunked")["entry"].(map[string]any)["seq"]
+	r.ok("A", "claim", "w/c040")
+	r.ok("A", "done", "w/c040", "--epoch", "1")
+	head := r.git("rev-parse", "HEAD")
+	if _, err := netGit(r.dir, nil, "cat-file", "-e", "refs/tally/ledger:"+lease.ReceiptKey(head)+".chunks/1"); err != nil {
+		t.Fatal("the done after the switch wrote no chunk")
+	}
+	r.ok("A", "verify", "--full")
+	if res := oldRun(r, 3, "verify", "--full"); res.ErrorCode() != "RULE-VIOLATION" || res.ErrorField("seq") != seq {
+		t.Fatalf("old tally on the switched ledger: %s, want RULE-VIOLATION at %v", res, seq)
+	}
+}
+
