@@ -244,4 +244,3 @@ func TestOldBinaryAndChunkedIndex(t *testing.T) {
 		t.Fatalf("old tally on the switched ledger: %s, want RULE-VIOLATION at %v", res, seq)
 	}
 }
-
