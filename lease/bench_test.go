@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/pathspec"
 )
@@ -92,8 +91,7 @@ func benchApply(b *testing.B, w *plWorld, kind chain.Kind, actor string, body an
 	}
 	e := &chain.Entry{V: 1, Seq: w.seq, Kind: kind, TS: plStamp(w.d), Actor: actor,
 		Nonce: "00112233445566778899aabbccddeeff", Body: raw}
-	var before, after syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	cpu := testrepo.StartCPU()
 	n := 0
 	for b.Loop() {
 		_, err := lease.Apply(w.kv, e)
@@ -102,11 +100,7 @@ func benchApply(b *testing.B, w *plWorld, kind chain.Kind, actor string, body an
 		}
 		n++
 	}
-	// CPU time (all threads, the collector's included) barely moves when
-	// other work shares the cores; wall time does.
-	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
-	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
-	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
+	cpu.Report(b, n)
 }
 
 // BenchmarkDoneOnBusyCommit times lease.Apply of a done whose commit (and

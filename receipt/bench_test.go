@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
@@ -102,4 +103,90 @@ func benchLedger(b *testing.B, n int) (*ledger.Ledger, string) {
 		b.Fatalf("ledger of %v entries, want %d (%v)", s.Meta.Size, n, err)
 	}
 	return c.L, done.Receipt.Commit
+}
+
+// BenchmarkDoneAppendOnBusyCommit times the whole local append of a done
+// (the rules, the state tree, the pack, the ref update and its fsyncs; its
+// CPU as cpu-ms/op, the wall time depending on the disk and its sharers)
+// whose commit already has n receipts, under both layouts of the receipts
+// index (FORMAT.md §6): BenchmarkDoneOnBusyCommit (lease) times the rules
+// alone. The wave holds n+500 cells, all claimed up front, so each
+// iteration finishes one more: run it with -benchtime 40x (at most 500).
+// Its setup appends the n dones in batches; under the single layout that
+// takes about half a minute at 3,000.
+//
+//	go test ./receipt -run '^$' -bench DoneAppendOnBusyCommit -benchtime 40x
+func BenchmarkDoneAppendOnBusyCommit(b *testing.B) {
+	for _, layout := range []string{lease.ReceiptIndexSingle, lease.ReceiptIndexChunked} {
+		sizes := []int{0, 1000, 3000}
+		if layout == lease.ReceiptIndexChunked {
+			sizes = append(sizes, 10000)
+		}
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("layout=%s/receipts=%d", layout, n), func(b *testing.B) {
+				l, done := busyCommitLedger(b, layout == lease.ReceiptIndexChunked, n, 500)
+				cpu := testrepo.StartCPU()
+				i := n
+				for b.Loop() {
+					if _, err := l.Append("agent-1", done(i)); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+				cpu.Report(b, i-n)
+			})
+		}
+	}
+}
+
+// busyCommitLedger makes a ledger (chunked: from a genesis that switches)
+// with a wave of n+spare cells, all claimed, the first n done on one
+// commit; done(i) builds the done of cell i on that commit.
+func busyCommitLedger(b *testing.B, chunked bool, n, spare int) (*ledger.Ledger, func(i int) ledger.BuildFunc) {
+	dir := testrepo.New(b)
+	l, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.WaitMaintenance(); l.Close() })
+	static := func(kind chain.Kind, body any) ledger.BuildFunc {
+		return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+			return &ledger.Draft{Kind: kind, Body: body}, nil
+		}
+	}
+	g := chain.GenesisBody{Origin: "bench"}
+	if chunked {
+		on := lease.ReceiptIndexChunked
+		g.ReceiptIndex = &on
+	}
+	cells := make([]lease.PlanCell, n+spare)
+	for i := range cells {
+		cells[i] = lease.PlanCell{ID: fmt.Sprintf("c%05d", i)}
+	}
+	builds := []ledger.BuildFunc{static(chain.KindGenesis, g), static(chain.KindPlan, lease.PlanBody{Wave: "w", Cells: cells})}
+	for _, c := range cells {
+		builds = append(builds, static(chain.KindClaim, lease.ClaimBody{CellRef: lease.CellRef{Wave: "w", Cell: c.ID}, TTL: lease.TTLMax, Host: "h", Mode: lease.ModeClaim}))
+	}
+	commit := testrepo.Git(b, dir, "rev-parse", "HEAD")
+	tree := testrepo.Git(b, dir, "rev-parse", "HEAD^{tree}")
+	done := func(i int) ledger.BuildFunc {
+		return static(chain.KindDone, lease.DoneBody{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: "w", Cell: cells[i].ID}, Epoch: 1},
+			Commit: commit, Tree: tree, Base: commit, Changed: []string{}, Evidence: []lease.Evidence{}})
+	}
+	for i := range n {
+		builds = append(builds, done(i))
+	}
+	for len(builds) > 0 {
+		k := min(len(builds), 2000)
+		if _, err := l.AppendBatch("agent-1", builds[:k]); err != nil {
+			b.Fatal(err)
+		}
+		builds = builds[k:]
+	}
+	// Merge the setup's packs, as tally gc does, so that no compaction of
+	// them runs in the timed appends.
+	if _, err := l.CompactNow(); err != nil {
+		b.Fatal(err)
+	}
+	return l, done
 }

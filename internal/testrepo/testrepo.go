@@ -277,3 +277,24 @@ func Constants(t testing.TB, file, typ string) map[string]string {
 	}
 	return out
 }
+
+// CPUMeter measures the CPU time (user and system, of every thread: the
+// collector's included) the process spends between StartCPU and Report.
+// It barely moves when other work shares the cores; wall time does.
+type CPUMeter struct{ start time.Duration }
+
+// StartCPU starts a CPUMeter.
+func StartCPU() CPUMeter { return CPUMeter{processCPU()} }
+
+// Report reports the CPU spent since StartCPU over n operations as the
+// benchmark metric cpu-ms/op.
+func (m CPUMeter) Report(b *testing.B, n int) {
+	cpu := processCPU() - m.start
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
+}
+
+func processCPU() time.Duration {
+	var r syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+}
