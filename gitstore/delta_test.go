@@ -1,11 +1,13 @@
-package gitstore
+package gitstore_test
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"testing"
+
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/internal/testrepo"
 )
 
 // TestEncodeDelta: EncodeDelta's delta, applied to its base, gives the
@@ -17,7 +19,7 @@ func TestEncodeDelta(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 10000) // 160,000 bytes: copies of 64 KiB and more
 	var tree []byte
 	for c := range 500 {
-		id := HashObject(BlobObject, fmt.Appendf(nil, "cell %d", c))
+		id := gitstore.HashObject(gitstore.BlobObject, fmt.Appendf(nil, "cell %d", c))
 		tree = append(fmt.Appendf(tree, "100644 c%03d\x00", c), id[:]...)
 	}
 	changed := bytes.Clone(tree)
@@ -39,8 +41,8 @@ func TestEncodeDelta(t *testing.T) {
 		{"prefix of the other", []byte("aaaa"), []byte("aaaaaaaa"), 12},
 		{"overlapping ends", []byte("abab"), []byte("ab"), 6},
 	} {
-		d := EncodeDelta(tc.base, tc.target)
-		got, err := ApplyDelta(tc.base, d, uint64(len(tc.target)))
+		d := gitstore.EncodeDelta(tc.base, tc.target)
+		got, err := gitstore.ApplyDelta(tc.base, d, uint64(len(tc.target)))
 		if err != nil || !bytes.Equal(got, tc.target) {
 			t.Errorf("%s: applying the delta %x gave %d bytes (%v), want the %d of the target", tc.name, d, len(got), err, len(tc.target))
 		}
@@ -59,9 +61,9 @@ func TestApplyDeltaBound(t *testing.T) {
 	// base 4096 bytes, result 8 MiB: plausible to the pack reader (whose
 	// bound is the delta's length times the base's), refused here.
 	huge := append([]byte{0x80, 0x20, 0x80, 0x80, 0x80, 0x04}, bytes.Repeat([]byte{0x90, 0x10}, 1024)...)
-	alloc := allocated(func() {
-		if _, err := ApplyDelta(base, huge, 1<<20); !errors.Is(err, ErrDeltaTooBig) {
-			t.Errorf("a delta declaring 8 MiB under a 1 MiB bound: %v, want ErrDeltaTooBig", err)
+	alloc := testrepo.Allocated(func() {
+		if _, err := gitstore.ApplyDelta(base, huge, 1<<20); !errors.Is(err, gitstore.ErrDeltaTooBig) {
+			t.Errorf("a delta declaring 8 MiB under a 1 MiB bound: %v, want gitstore.ErrDeltaTooBig", err)
 		}
 	})
 	if alloc > 4096 {
@@ -73,19 +75,10 @@ func TestApplyDeltaBound(t *testing.T) {
 		"copy past base":   {0x80, 0x20, 4, 0x93, 0xff, 0x0f, 4},
 		"no header":        {0x80},
 	} {
-		if out, err := ApplyDelta(base, d, 1<<20); err == nil {
+		if out, err := gitstore.ApplyDelta(base, d, 1<<20); err == nil {
 			t.Errorf("%s: applied to %q, want an error", name, out)
 		}
 	}
-}
-
-// allocated is the number of bytes f allocates on the heap.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // FuzzApplyDelta applies arbitrary deltas to arbitrary bases under a bound
@@ -100,14 +93,14 @@ func FuzzApplyDelta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, base, delta []byte, max uint16) {
 		var out []byte
 		var err error
-		alloc := allocated(func() { out, err = ApplyDelta(base, delta, uint64(max)) })
+		alloc := testrepo.Allocated(func() { out, err = gitstore.ApplyDelta(base, delta, uint64(max)) })
 		if alloc > uint64(max)+8192 {
 			t.Fatalf("allocated %d bytes under a bound of %d", alloc, max)
 		}
 		if err != nil {
 			return
 		}
-		if _, n, _ := DeltaSizes(delta); uint64(len(out)) != n || len(out) > int(max) {
+		if _, n, _ := gitstore.DeltaSizes(delta); uint64(len(out)) != n || len(out) > int(max) {
 			t.Fatalf("result of %d bytes, the delta declares %d, the bound is %d", len(out), n, max)
 		}
 	})
@@ -119,7 +112,7 @@ func FuzzEncodeDelta(f *testing.F) {
 	f.Add([]byte("tree 100644 a\x00"), []byte("tree 100644 b\x00"))
 	f.Add([]byte{}, []byte("x"))
 	f.Fuzz(func(t *testing.T, base, target []byte) {
-		got, err := ApplyDelta(base, EncodeDelta(base, target), uint64(len(target)))
+		got, err := gitstore.ApplyDelta(base, gitstore.EncodeDelta(base, target), uint64(len(target)))
 		if err != nil || !bytes.Equal(got, target) {
 			t.Fatalf("round trip: %d bytes (%v), want %d", len(got), err, len(target))
 		}
@@ -133,15 +126,15 @@ func FuzzEncodeDelta(f *testing.F) {
 func TestDeltaObjectEntry(t *testing.T) {
 	for _, n := range []int{0, 1, 0xffff, 0x10000, 200000} {
 		target := bytes.Repeat([]byte("tree entry "), n/11+1)[:n]
-		base := NewObject(TreeObject, []byte("something else"))
-		o, err := DeltaObject(base, EncodeDelta(base.Data(), target), uint64(n))
+		base := gitstore.NewObject(gitstore.TreeObject, []byte("something else"))
+		o, err := gitstore.DeltaObject(base, gitstore.EncodeDelta(base.Data(), target), uint64(n))
 		if err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
-		if o.ID() != HashObject(TreeObject, target) || o.Type() != TreeObject || !bytes.Equal(o.Data(), target) {
+		if o.ID() != gitstore.HashObject(gitstore.TreeObject, target) || o.Type() != gitstore.TreeObject || !bytes.Equal(o.Data(), target) {
 			t.Fatalf("%d bytes: object %s of type %s, want the target's", n, o.ID(), o.Type())
 		}
-		d, err := DecodeEntry(o.Entry(), uint64(n))
+		d, err := gitstore.DecodeEntry(o.Entry(), uint64(n))
 		if err != nil || d.ID() != o.ID() {
 			t.Fatalf("%d bytes: its entry decodes to %v, %v", n, d, err)
 		}
@@ -149,7 +142,7 @@ func TestDeltaObjectEntry(t *testing.T) {
 			t.Fatalf("%d bytes: entry of %d bytes", n, len(o.Entry()))
 		}
 	}
-	if _, err := DeltaObject(NewObject(BlobObject, nil), []byte{0, 5, 5, 'a', 'b', 'c', 'd', 'e'}, 4); !errors.Is(err, ErrDeltaTooBig) {
+	if _, err := gitstore.DeltaObject(gitstore.NewObject(gitstore.BlobObject, nil), []byte{0, 5, 5, 'a', 'b', 'c', 'd', 'e'}, 4); !errors.Is(err, gitstore.ErrDeltaTooBig) {
 		t.Fatalf("a result over the bound: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -198,7 +197,7 @@ func TestParseSentForm3Refuses(t *testing.T) {
 		return append(append(deltaHeader(src, sentMaxBytes+1), ops...), bytes.Repeat([]byte{0x90, 0x01}, sentMaxBytes/int(src))...)
 	})
 	var taken *sentParser
-	if alloc := allocatedBy(func() { taken = x.parse(huge) }); taken != nil || alloc > sentMaxBytes/2 {
+	if alloc := testrepo.Allocated(func() { taken = x.parse(huge) }); taken != nil || alloc > sentMaxBytes/2 {
 		t.Errorf("a delta declaring more than the bound: taken %v, %d bytes allocated", taken != nil, alloc)
 	}
 	// A valid delta that makes other content: taken, without the object
@@ -220,15 +219,6 @@ func TestParseSentForm3Refuses(t *testing.T) {
 	if missing != 1 {
 		t.Fatalf("a changed delta left %d of the server's objects out, want 1", missing)
 	}
-}
-
-// allocatedBy is the number of bytes f allocates on the heap.
-func allocatedBy(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // TestSentRangeStoredBases: the bases a form 3 range takes from the

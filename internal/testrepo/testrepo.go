@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -276,4 +277,15 @@ func Constants(t testing.TB, file, typ string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Allocated is the number of bytes f allocates on the heap (with anything
+// else the process allocates meanwhile): for a test that a refusal comes
+// before an allocation.
+func Allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
