@@ -89,7 +89,7 @@ func (l *Ledger) SendRange(w io.Writer, have, tip gitstore.ObjectID, form int) e
 	form = min(form, SentForm)
 	bw := bufio.NewWriterSize(w, 64<<10) // a range in a few writes, not one a 4 KiB
 	fmt.Fprintf(bw, "%s %d %s %s %d\n", sentHeader, form, have, tip, count)
-	enc := &rangeEncoder{w: bw, r: r, form: form, sent: map[gitstore.ObjectID]bool{}}
+	enc := &rangeEncoder{w: bw, r: r, form: form, sent: map[gitstore.ObjectID]bool{}, storedBases: map[gitstore.ObjectID]bool{}}
 	if form < 3 {
 		for _, e := range entries {
 			enc.entry(e)
@@ -221,7 +221,7 @@ func (e *rangeEncoder) delta(o *gitstore.Object, base gitstore.ObjectID) bool {
 		return false
 	}
 	b, err := e.r.object(base)
-	if err != nil || b.Type() != o.Type() {
+	if err != nil || b.Type() != o.Type() { // a delta's result has its base's type
 		return false
 	}
 	newStored := !e.sent[base] && !e.storedBases[base]
@@ -234,9 +234,6 @@ func (e *rangeEncoder) delta(o *gitstore.Object, base gitstore.ObjectID) bool {
 		return false
 	}
 	if newStored {
-		if e.storedBases == nil {
-			e.storedBases = map[gitstore.ObjectID]bool{}
-		}
 		e.storedBases[base] = true
 		e.stored += len(b.Data())
 	}
