@@ -61,9 +61,25 @@ func deflateSmall(dst, src []byte) []byte {
 	if len(w.out)-start < stored {
 		return w.out
 	}
-	n := uint16(len(src))
-	dst = append(w.out[:start], 1, byte(n), byte(n>>8), ^byte(n), ^byte(n>>8)) // BFINAL, BTYPE 00; LEN, NLEN
-	return append(dst, src...)
+	return deflateStored(w.out[:start], src)
+}
+
+// deflateStored appends to dst the deflate data of src as stored blocks
+// (BTYPE 00, at most 65,535 bytes each, the last one final): src itself
+// between 5-byte headers, nothing compressed.
+func deflateStored(dst, src []byte) []byte {
+	for {
+		n := min(len(src), 0xffff)
+		final := byte(0)
+		if n == len(src) {
+			final = 1
+		}
+		dst = append(dst, final, byte(n), byte(n>>8), ^byte(n), ^byte(n>>8)) // BFINAL, BTYPE 00; LEN, NLEN
+		dst, src = append(dst, src[:n]...), src[n:]
+		if final == 1 {
+			return dst
+		}
+	}
 }
 
 // bitWriter appends bits to out, least significant first, as deflate

@@ -7,8 +7,9 @@ import "maps"
 // has just stored objects it holds decoded, and reads them back at once (a
 // received range written as a pack and then verified, ledger.takeSent),
 // does not inflate what it has just compressed. Every object in objs must
-// be named by the hash of its content (NewObject, DecodeEntry) and already
-// be stored in this database (its pack added, AddPack): Hold changes how
+// be named by the hash of its content (NewObject, DecodeEntry,
+// DeltaObject), or as this database names it (ReadEntry), and already be
+// stored in this database (its pack added, AddPack): Hold changes how
 // an object is read, never whether it is there. Holds may overlap; a
 // release drops its objects' ids, and a read of a dropped id goes to the
 // store as without a hold.

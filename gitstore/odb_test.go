@@ -673,22 +673,6 @@ func TestApplyDelta(t *testing.T) {
 	}
 }
 
-func FuzzApplyDelta(f *testing.F) {
-	f.Add([]byte("0123456789"), []byte{10, 11, 0x91, 2, 5, 3, 'a', 'b', 'c', 0x90, 3})
-	f.Add([]byte("abc"), []byte{3, 3, 0x90, 3})
-	f.Add([]byte{}, []byte{0, 0})
-	f.Fuzz(func(t *testing.T, base, delta []byte) {
-		out, err := packApplyDelta(base, delta)
-		if err != nil {
-			return
-		}
-		_, rest, _ := packDeltaSize(delta)
-		if n, _, _ := packDeltaSize(rest); uint64(len(out)) != n {
-			t.Fatalf("output of %d bytes, delta declares %d", len(out), n)
-		}
-	})
-}
-
 // FuzzPackRead decodes arbitrary bytes as the entries of a pack.
 func FuzzPackRead(f *testing.F) {
 	f.Add(odbRawEntry(int8(BlobObject), nil, []byte("hello")), uint16(0))

@@ -28,6 +28,14 @@ import (
 // and git repack reuses their compressed data, so the size is kept.
 var packZlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
 
+// zlibStored appends the zlib stream (RFC 1950) of data, uncompressed
+// (deflateStored), to dst.
+func zlibStored(dst, data []byte) []byte {
+	dst = append(dst, 0x78, 0x01) // as zlibAppend's small streams
+	dst = deflateStored(dst, data)
+	return binary.BigEndian.AppendUint32(dst, adler32.Checksum(data))
+}
+
 // zlibAppend appends the zlib stream (RFC 1950) of data to dst.
 func zlibAppend(dst, data []byte) []byte {
 	if len(data) > deflateSmallMax {
@@ -83,16 +91,28 @@ func (w *PackWriter) add(id ObjectID, t ObjectType, data []byte) {
 // encodeEntry is the pack entry of an object stored whole: its type and
 // size header (packEntryHeader), then its content as one zlib stream.
 func encodeEntry(t ObjectType, data []byte) []byte {
+	return zlibAppend(entryHeader(t, data), data)
+}
+
+// encodeStoredEntry is encodeEntry with the content left uncompressed
+// (zlibStored).
+func encodeStoredEntry(t ObjectType, data []byte) []byte {
+	return zlibStored(entryHeader(t, data), data)
+}
+
+// entryHeader is the type and size header of a pack entry of data, with
+// room for the zlib stream that follows.
+func entryHeader(t ObjectType, data []byte) []byte {
 	size := uint64(len(data))
 	// One allocation for a small object: a header of at most 10 bytes,
-	// zlib's 6 and deflateSmall's at most 5 around the bytes.
-	e := make([]byte, 1, 21+len(data))
+	// zlib's 6 and a stored block's 5 around the bytes.
+	e := make([]byte, 1, 21+len(data)+len(data)/0xffff*5)
 	e[0] = byte(t)<<4 | byte(size&15)
 	for size >>= 4; size > 0; size >>= 7 {
 		e[len(e)-1] |= 0x80
 		e = append(e, byte(size&0x7f))
 	}
-	return zlibAppend(e, data)
+	return e
 }
 
 // AddObject adds o, whose id its constructor computed (NewObject,

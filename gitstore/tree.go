@@ -637,14 +637,17 @@ func (d *TreeDiffer) tree(id ObjectID) ([]byte, error) {
 // hold at the same path: b itself (unless equal to a), then each subtree
 // and blob whose id differs from a's entry of that name, depth first.
 // Trees come with their content (data, as read), blobs with nil; blobs are
-// never read. A tree read once is not read again, by this call or a later
-// one. With a holding everything it reaches, the objects of b missing from
-// a store are among those named.
+// never read. Each comes with base, the object a holds at its path as the
+// same kind (tree or blob; a itself for b), zero where a holds none: what
+// a delta of it is taken against (a sent range of form 3). A tree read
+// once is not read again, by this call or a later one. With a holding
+// everything it reaches, the objects of b missing from a store are among
+// those named.
 //
 // An entry of b is skipped only when the walk meets an entry of a with the
 // same name, kind and id, so trees out of git's order (which neither git
 // nor tally writes) can only make it name more, never fewer.
-func (d *TreeDiffer) Added(a, b ObjectID, each func(id ObjectID, t ObjectType, data []byte) error) error {
+func (d *TreeDiffer) Added(a, b ObjectID, each func(id, base ObjectID, t ObjectType, data []byte) error) error {
 	if a == b {
 		return nil
 	}
@@ -652,7 +655,7 @@ func (d *TreeDiffer) Added(a, b ObjectID, each func(id ObjectID, t ObjectType, d
 	if err != nil {
 		return err
 	}
-	if err := each(b, TreeObject, tb); err != nil {
+	if err := each(b, a, TreeObject, tb); err != nil {
 		return err
 	}
 	ta, err := d.tree(a)
@@ -693,21 +696,20 @@ func (d *TreeDiffer) Added(a, b ObjectID, each func(id ObjectID, t ObjectType, d
 				return err
 			}
 		}
-		same := inA && c == 0 // the same name and kind
-		if same && aID == id {
-			continue
+		var base ObjectID // a's entry of the same name and kind
+		if inA && c == 0 {
+			if aID == id {
+				continue
+			}
+			base = aID
 		}
 		if !dir {
-			if err := each(id, BlobObject, nil); err != nil {
+			if err := each(id, base, BlobObject, nil); err != nil {
 				return err
 			}
 			continue
 		}
-		var sub ObjectID
-		if same {
-			sub = aID
-		}
-		if err := d.Added(sub, id, each); err != nil {
+		if err := d.Added(base, id, each); err != nil {
 			return err
 		}
 	}

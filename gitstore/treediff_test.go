@@ -62,7 +62,7 @@ func TestTreeDifferParsesOnce(t *testing.T) {
 	})
 	for k := states - 1; k > 0; k-- {
 		var got []ObjectID
-		if err := d.Added(roots[k-1], roots[k], func(id ObjectID, _ ObjectType, _ []byte) error {
+		if err := d.Added(roots[k-1], roots[k], func(id, _ ObjectID, _ ObjectType, _ []byte) error {
 			got = append(got, id)
 			return nil
 		}); err != nil {
@@ -85,7 +85,10 @@ func TestTreeDifferParsesOnce(t *testing.T) {
 // TestTreeDifferWalksRawTrees: diffing two 500-entry trees that differ in
 // one blob, a name that changed kind (blob to tree, tree to blob) and a
 // mode (same id) names exactly the changed blob, the new subtree and its
-// blob, and the blob that replaced a tree; a malformed entry in either
+// blob, and the blob that replaced a tree, each with the object of the
+// same kind the old tree holds at its path (its delta base: the old tree
+// for the new one, the old blob for the changed one, none for the
+// others); a malformed entry in either
 // tree is an error; and a diff allocates nothing per entry (main parsed
 // both trees into entries and mapped the old one by name: 1024
 // allocations).
@@ -118,9 +121,9 @@ func TestTreeDifferWalksRawTrees(t *testing.T) {
 		}
 		return TreeObject, data, nil
 	})
-	var got []ObjectID
-	if err := d.Added(a, b, func(id ObjectID, _ ObjectType, _ []byte) error {
-		got = append(got, id)
+	var got, bases []ObjectID
+	if err := d.Added(a, b, func(id, base ObjectID, _ ObjectType, _ []byte) error {
+		got, bases = append(got, id), append(bases, base)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -129,7 +132,12 @@ func TestTreeDifferWalksRawTrees(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("added %v, want %v", got, want)
 	}
-	nop := func(ObjectID, ObjectType, []byte) error { return nil }
+	// Each one's base is what a holds at its path as the same kind: none
+	// where the kind changed.
+	if want := []ObjectID{a, old[7].ID, {}, {}, {}}; !reflect.DeepEqual(bases, want) {
+		t.Fatalf("bases %v, want %v", bases, want)
+	}
+	nop := func(ObjectID, ObjectID, ObjectType, []byte) error { return nil }
 	// A malformed entry after b's last name, in either tree, is an error.
 	for _, bad := range []ObjectID{a, b} { // the old tree, then the new one
 		junk := append(append([]byte{}, objects[bad]...), "100644 zzz"...)

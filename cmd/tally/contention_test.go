@@ -800,11 +800,13 @@ func TestSequencedOldServer(t *testing.T) {
 // TestSequencedRangeForms: the sequencer answers a request in the range
 // form it names, by plain git push of hand-made intents: one with have and
 // no sent (every client from before the sent field) gets form 1, each
-// object's content; one with sent 2 gets form 2, pack entries; one with
-// sent but no have, or sent 1, is refused (USAGE) and appends nothing.
+// object's content; one with sent 2 (a client from before form 3) gets
+// form 2, pack entries only; one with sent 3, or a form this server does
+// not know yet, gets form 3, pack entries and deltas; one with sent but no
+// have, or sent 1, is refused (USAGE) and appends nothing.
 func TestSequencedRangeForms(t *testing.T) {
 	t.Parallel()
-	c, _, dir := sequencedAgent(t, "forms", 4)
+	c, _, dir := sequencedAgent(t, "forms", 6)
 	empty := testrepo.Git(t, dir, "hash-object", "-t", "tree", "-w", "/dev/null")
 	for i, tc := range []struct {
 		sent, have bool
@@ -813,6 +815,8 @@ func TestSequencedRangeForms(t *testing.T) {
 	}{
 		{have: true, want: "remote: tally-range 1 "},
 		{have: true, sent: true, extra: `"sent":2,`, want: "remote: tally-range 2 "},
+		{have: true, sent: true, extra: `"sent":3,`, want: "remote: tally-range 3 "},
+		{have: true, sent: true, extra: `"sent":9,`, want: "remote: tally-range 3 "},
 		{have: true, sent: true, extra: `"sent":1,`, want: "USAGE"},
 		{sent: true, extra: `"sent":2,`, want: "USAGE"},
 	} {
@@ -832,19 +836,23 @@ func TestSequencedRangeForms(t *testing.T) {
 		if !strings.Contains(stderr, tc.want) {
 			t.Fatalf("%s: want %q in the answer:\n%s", intent, tc.want, stderr)
 		}
-		objects, entries := strings.Count(stderr, "remote: tally-object "), strings.Count(stderr, "remote: tally-entry ")
+		objects, entries, deltas := strings.Count(stderr, "remote: tally-object "), strings.Count(stderr, "remote: tally-entry "), strings.Count(stderr, "remote: tally-delta ")
 		switch tc.want {
 		case "USAGE":
-			if after := c.serverTip(); after != tip || objects+entries > 0 {
+			if after := c.serverTip(); after != tip || objects+entries+deltas > 0 {
 				t.Fatalf("%s: refused, yet the ledger moved from %s to %s or objects were sent:\n%s", intent, tip, after, stderr)
 			}
 		case "remote: tally-range 1 ":
-			if objects == 0 || entries > 0 {
-				t.Fatalf("%s: %d form 1 objects and %d form 2 entries sent, want form 1 only:\n%s", intent, objects, entries, stderr)
+			if objects == 0 || entries+deltas > 0 {
+				t.Fatalf("%s: %d form 1 objects, %d entries and %d deltas sent, want form 1 only:\n%s", intent, objects, entries, deltas, stderr)
+			}
+		case "remote: tally-range 2 ":
+			if entries == 0 || objects+deltas > 0 {
+				t.Fatalf("%s: %d form 1 objects, %d entries and %d deltas sent, want form 2 only:\n%s", intent, objects, entries, deltas, stderr)
 			}
 		default:
-			if entries == 0 || objects > 0 {
-				t.Fatalf("%s: %d form 1 objects and %d form 2 entries sent, want form 2 only:\n%s", intent, objects, entries, stderr)
+			if entries == 0 || deltas == 0 || objects > 0 {
+				t.Fatalf("%s: %d form 1 objects, %d entries and %d deltas sent, want form 3:\n%s", intent, objects, entries, deltas, stderr)
 			}
 		}
 	}
