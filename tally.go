@@ -123,7 +123,7 @@ func Open(dir string, opt Options) (*Client, error) {
 		}
 		trust = anchor.Trust(keys)
 	}
-	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain, Trust: trust})
+	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain, Trust: trust, Intents: decodeIntent})
 	if err != nil {
 		repo.Close()
 		return nil, err
