@@ -290,19 +290,9 @@ func (p *pending) conn() *HandoverConn {
 	return &HandoverConn{fd: p.fd, Intent: p.buf[frameHeader:]}
 }
 
-// Close closes every connection still pending, so that their requesters
-// learn at once that nothing was taken, then the socket; a connection
-// that arrives in between is reset, which says the same.
-func (l *HandoverListener) Close() {
-	for {
-		fd, ok := l.accept()
-		if !ok {
-			break
-		}
-		unix.Close(fd)
-	}
-	unix.Close(l.fd)
-}
+// Close closes the socket. The kernel resets every connection still
+// pending, which tells its requester at once that nothing was taken.
+func (l *HandoverListener) Close() { unix.Close(l.fd) }
 
 // Send sends one frame to the requester.
 func (c *HandoverConn) Send(payload []byte) error { return writeAll(c.fd, frame(payload)) }

@@ -5,6 +5,7 @@ package gitstore
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,5 +178,37 @@ func TestHandoverTakesOnlyWholeIntents(t *testing.T) {
 		if _, err := c.Receive(64); err == nil {
 			t.Fatal("a garbage connection got an answer")
 		}
+	}
+}
+
+// A holder that stops serving closes its socket: a requester whose
+// connection was still pending hears at once that its intent was not
+// taken (the end of the connection before any frame), and waits for the
+// lock instead of for an answer.
+func TestHandoverCloseEndsPending(t *testing.T) {
+	w, err := AcquireWriterLock(filepath.Join(t.TempDir(), "writer.lock"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	name, err := handoverNameOf(w.f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := w.Listen()
+	c, err := DialHolder(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Send([]byte("intent")); err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if _, err := c.Receive(64); !errors.Is(err, io.EOF) {
+		t.Fatalf("a pending requester after the holder closed: %v, want io.EOF", err)
+	}
+	if _, err := DialHolder(name); !errors.Is(err, ErrNoHolder) {
+		t.Fatalf("dial after the holder closed: %v, want ErrNoHolder", err)
 	}
 }
