@@ -99,8 +99,8 @@ func receiptBuild(l *ledger.Ledger, prep *receipt.Prepared, beside bool) ledger.
 // it) and handed to the writer lock's holder when another tally writer
 // holds it (ledger.AppendHanded); through a remote all or none.
 func (c *Client) appendSteps(steps []handStep) ([]*ledger.Appended, error) {
-	if c.Actor == "" {
-		return nil, errs.New(errs.Usage, "no actor: pass Options.Actor or set git config user.email")
+	if err := c.needActor(); err != nil {
+		return nil, err
 	}
 	local := c.Remote() == ""
 	builds := make([]ledger.BuildFunc, len(steps))

@@ -97,8 +97,18 @@ func (c *HolderConn) Receive(max int) ([]byte, error) {
 	return b, nil
 }
 
-// Close ends the connection.
-func (c *HolderConn) Close() { unix.Close(c.fd) }
+// Close ends the connection (again: nothing).
+func (c *HolderConn) Close() { closeOnce(&c.fd) }
+
+// closeOnce closes the descriptor *fd unless it is closed already (-1),
+// and marks it closed: a descriptor number closed twice may be another
+// file's by then.
+func closeOnce(fd *int) {
+	if *fd >= 0 {
+		unix.Close(*fd)
+		*fd = -1
+	}
+}
 
 // readFull reads len(b) bytes from the blocking descriptor fd: io.EOF if
 // it ends first (a reset, as a killed peer's, counts as an end).
@@ -290,12 +300,13 @@ func (p *pending) conn() *HandoverConn {
 	return &HandoverConn{fd: p.fd, Intent: p.buf[frameHeader:]}
 }
 
-// Close closes the socket. The kernel resets every connection still
-// pending, which tells its requester at once that nothing was taken.
-func (l *HandoverListener) Close() { unix.Close(l.fd) }
+// Close closes the socket (again: nothing). The kernel resets every
+// connection still pending, which tells its requester at once that
+// nothing was taken.
+func (l *HandoverListener) Close() { closeOnce(&l.fd) }
 
 // Send sends one frame to the requester.
 func (c *HandoverConn) Send(payload []byte) error { return writeAll(c.fd, frame(payload)) }
 
-// Close ends the connection.
-func (c *HandoverConn) Close() { unix.Close(c.fd) }
+// Close ends the connection (again: nothing).
+func (c *HandoverConn) Close() { closeOnce(&c.fd) }

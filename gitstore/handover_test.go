@@ -65,6 +65,20 @@ func heldLock(t *testing.T) (*WriterLock, *HandoverListener, string) {
 	return w, ln, name
 }
 
+// dialSent connects to the holder at name and sends it intent.
+func dialSent(t *testing.T, name, intent string) *HolderConn {
+	t.Helper()
+	c, err := DialHolder(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Send([]byte(intent)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // The holder refuses a requester of another user (SO_PEERCRED): its
 // intent is not taken, its connection is closed unanswered, and the
 // batch beside it is not disturbed.
@@ -85,14 +99,7 @@ print("eof" if got == b"" else "answered", flush=True)
 	if line, _ := out.ReadString('\n'); line != "sent\n" {
 		t.Fatalf("the other user's requester: %q", line)
 	}
-	ours, err := DialHolder(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ours.Close()
-	if err := ours.Send([]byte("mine")); err != nil {
-		t.Fatal(err)
-	}
+	ours := dialSent(t, name, "mine")
 	conns := ln.Take(8)
 	if len(conns) != 1 || string(conns[0].Intent) != "mine" {
 		t.Fatalf("took %d intents, want only this user's", len(conns))
@@ -152,16 +159,14 @@ func TestHandoverTakesOnlyWholeIntents(t *testing.T) {
 		t.Cleanup(c.Close)
 		return c
 	}
-	dial().Send([]byte("first"))
+	dialSent(t, name, "first")
 	huge := dial()
 	writeAll(huge.fd, []byte{0x7f, 0xff, 0xff, 0xff})
 	dial() // sends nothing
 	half := dial()
 	writeAll(half.fd, frame([]byte("cut short"))[:7])
-	gone := dial()
-	gone.Send([]byte("gone"))
-	gone.Close()
-	dial().Send([]byte("last"))
+	dialSent(t, name, "gone").Close()
+	dialSent(t, name, "last")
 	start := time.Now()
 	var got []string
 	for _, c := range ln.Take(16) {
@@ -186,24 +191,8 @@ func TestHandoverTakesOnlyWholeIntents(t *testing.T) {
 // taken (the end of the connection before any frame), and waits for the
 // lock instead of for an answer.
 func TestHandoverCloseEndsPending(t *testing.T) {
-	w, err := AcquireWriterLock(filepath.Join(t.TempDir(), "writer.lock"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Release()
-	name, err := handoverNameOf(w.f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := w.Listen()
-	c, err := DialHolder(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Send([]byte("intent")); err != nil {
-		t.Fatal(err)
-	}
+	_, ln, name := heldLock(t)
+	c := dialSent(t, name, "intent")
 	ln.Close()
 	if _, err := c.Receive(64); !errors.Is(err, io.EOF) {
 		t.Fatalf("a pending requester after the holder closed: %v, want io.EOF", err)

@@ -428,8 +428,8 @@ func (l *Ledger) buildAll(snap *Snapshot, actor string, clock time.Time, builds 
 
 // build builds one entry on snap as actor at clock (zero: the ledger's
 // clock), with snap.Commit as its commit's parent, adds the new objects to
-// pw, and advances snap past it (its tree, commit and meta). A refusal
-// leaves snap as it was.
+// pw, and advances snap past it (its tree, commit and meta). A refusal,
+// by the build or the rules (Step), leaves snap as it was.
 func (l *Ledger) build(snap *Snapshot, actor string, clock time.Time, build BuildFunc, pw *gitstore.PackWriter) (*Appended, error) {
 	parent := snap.Commit
 	if clock.IsZero() {

@@ -1,21 +1,19 @@
 package ledger_test
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
 )
@@ -65,45 +63,6 @@ func handedNotes(l *ledger.Ledger, actor string, texts ...string) ([]*ledger.App
 	return l.AppendHanded(actor, builds, ledger.Handed{Intent: raw, Nonces: in.Nonce})
 }
 
-// socketName is the hand-over socket name of the clone at dir, as
-// /proc/net/unix shows it.
-func socketName(t *testing.T, dir string) string {
-	fi, err := os.Stat(filepath.Join(gitDir(t, dir), "tally", "writer.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	return gitstore.HandoverName(st.Dev, st.Ino)
-}
-
-// awaitSockets waits until n sockets bear name in /proc/net/unix: the
-// holder's listener, then each connection it has not accepted.
-func awaitSockets(t *testing.T, name string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		f, err := os.Open("/proc/net/unix")
-		if err != nil {
-			t.Skipf("no /proc/net/unix to watch the hand-over socket: %v", err)
-		}
-		got := 0
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if strings.HasSuffix(sc.Text(), " "+name) {
-				got++
-			}
-		}
-		f.Close()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sockets named %s, want %d", got, name, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A writer that holds the writer lock appends, once its own append is
 // done, the intents other writers handed it meanwhile as one batch: one
 // pack and one move of the ledger's ref, each group on the state the one
@@ -123,7 +82,7 @@ func TestHandoverBatch(t *testing.T) {
 		return l
 	}
 	holder := open()
-	name := socketName(t, dir)
+	name := testrepo.HandoverSocket(t, gitDir(t, dir))
 	packs := func() int {
 		p, _ := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.pack"))
 		return len(p)
@@ -138,7 +97,7 @@ func TestHandoverBatch(t *testing.T) {
 		})
 		held <- err
 	}()
-	awaitSockets(t, name, 1)
+	testrepo.AwaitSockets(t, name, 1)
 
 	type outcome struct {
 		aps []*ledger.Appended
@@ -164,7 +123,7 @@ func TestHandoverBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	awaitSockets(t, name, 1+len(requests)+2)
+	testrepo.AwaitSockets(t, name, 1+len(requests)+2)
 	close(release)
 	if err := <-held; err != nil {
 		t.Fatal(err)
@@ -235,7 +194,7 @@ func TestHandoverHolderGone(t *testing.T) {
 				aps, err := handedNotes(openLedger(t, dir), "w", "n1", "n2")
 				done <- outcome{aps, err}
 			}()
-			awaitSockets(t, socketName(t, dir), 2)
+			testrepo.AwaitSockets(t, testrepo.HandoverSocket(t, gitDir(t, dir)), 2)
 			conns := ln.Take(1)
 			if len(conns) != 1 {
 				t.Fatalf("took %d intents, want the writer's", len(conns))

@@ -5,7 +5,6 @@ package main
 // tests run real tally processes and MCP servers, and kill the holder.
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/internal/testrepo"
 )
 
@@ -167,12 +165,7 @@ func TestHandoverHolderKilled(t *testing.T) {
 	r.ok("setup", "plan", r.file("w.yaml", plan.String()))
 	r.ok("setup", "plan", r.file("h.yaml", "wave: h\ncells:\n  - id: x\n")) // the holder's, never claimed
 	gd := filepath.Join(r.dir, ".git")
-	fi, err := os.Stat(filepath.Join(gd, "tally", "writer.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	socket := gitstore.HandoverName(st.Dev, st.Ino)
+	socket := testrepo.HandoverSocket(t, gd)
 	var reqs []*requester
 	for i := range 2 {
 		actor := fmt.Sprintf("mcp-%d", i)
@@ -214,7 +207,7 @@ func TestHandoverHolderKilled(t *testing.T) {
 		if err := holder.Start(); err != nil {
 			t.Fatal(err)
 		}
-		awaitSocketsNamed(t, socket, 1)
+		testrepo.AwaitSockets(t, socket, 1)
 		var wg sync.WaitGroup
 		outcomes := make([]proc, len(reqs))
 		for i, q := range reqs {
@@ -224,7 +217,7 @@ func TestHandoverHolderKilled(t *testing.T) {
 				outcomes[i] = q.request()
 			}()
 		}
-		awaitSocketsNamed(t, socket, 1+len(reqs))
+		testrepo.AwaitSockets(t, socket, 1+len(reqs))
 		if kill.random {
 			pid := tracee(t, holder.Process.Pid, bin)
 			time.Sleep(time.Duration(rand.Int64N(int64(holdFor + 50*time.Millisecond)))) // the kill point; it waits for nothing
@@ -357,29 +350,4 @@ func tracee(t *testing.T, pid int, bin string) int {
 	}
 	t.Fatalf("strace %d did not start %s", pid, bin)
 	return 0
-}
-
-// awaitSocketsNamed waits until n sockets bear name in /proc/net/unix: a
-// holder's listener, then each connection it has not accepted.
-func awaitSocketsNamed(t *testing.T, name string, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		f, err := os.Open("/proc/net/unix")
-		if err != nil {
-			t.Skipf("no /proc/net/unix to watch the hand-over socket: %v", err)
-		}
-		got := 0
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if strings.HasSuffix(sc.Text(), " "+name) {
-				got++
-			}
-		}
-		f.Close()
-		if got >= n {
-			return
-		}
-	}
-	b, _ := os.ReadFile("/proc/net/unix")
-	t.Fatalf("fewer than %d sockets named %s:\n%s", n, name, b)
 }

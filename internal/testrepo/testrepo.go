@@ -208,6 +208,44 @@ func Missing(t testing.TB, why string) {
 	t.Skip(why)
 }
 
+// HandoverSocket is the name of the writer lock's hand-over socket (FORMAT.md
+// §9, "Group commit") of the clone whose common git directory is gitDir, as
+// /proc/net/unix shows it.
+func HandoverSocket(t testing.TB, gitDir string) string {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(gitDir, "tally", "writer.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return gitstore.HandoverName(st.Dev, st.Ino)
+}
+
+// AwaitSockets waits until n sockets bear name in /proc/net/unix: a
+// writer-lock holder's listener, then each connection to it (it lists
+// those not yet accepted too). It skips the test without /proc/net/unix.
+func AwaitSockets(t testing.TB, name string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile("/proc/net/unix")
+		if err != nil {
+			t.Skipf("no /proc/net/unix to watch the hand-over socket: %v", err)
+		}
+		got := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasSuffix(l, " "+name) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sockets named %s, want %d", got, name, n)
+		}
+	}
+}
+
 // Strace returns strace's path, for the tests that kill or hold tally at an
 // exact system call (Missing without it).
 func Strace(t testing.TB) string {
