@@ -104,7 +104,7 @@ func TestRaceDrainHanded(t *testing.T) {
 
 // holderKill is where TestHandoverHolderKilled kills the holder: an strace
 // fault injection on the first of the system calls inject names on one of
-// paths (under .git), or a SIGKILL at a random moment.
+// paths (under .git), or a SIGKILL at a random moment of its batch.
 type holderKill struct {
 	name   string
 	inject string // "": none by strace
@@ -119,7 +119,7 @@ var holderKills = []holderKill{
 	{"before the batch moves the ledger's ref", "rename,renameat,renameat2:error=EIO:signal=KILL", []string{"refs/tally/ledger.lock"}, false},
 	{"between the ledger's and the notes' ref moves", "rename,renameat,renameat2:error=EIO:signal=KILL", []string{"refs/notes/tally.lock"}, false},
 	{"after both ref moves, before any answer", "fsync:error=EIO:signal=KILL", []string{"refs/notes"}, false},
-	{name: "at random", random: true},
+	{name: "at random in its batch", random: true},
 }
 
 // holdFor is how long strace holds the holder once it holds the writer
@@ -193,7 +193,8 @@ func TestHandoverHolderKilled(t *testing.T) {
 		kill := holderKills[round%len(holderKills)]
 		// The holder's first read of the writer's record comes once it holds
 		// the lock and listens: strace holds it there.
-		args := []string{"-f", "-qq", "-o", "/dev/null", "-P", filepath.Join(gd, "tally", "appended"),
+		log := filepath.Join(t.TempDir(), "holder.strace")
+		args := []string{"-f", "-qq", "-o", log, "-P", filepath.Join(gd, "tally", "appended"),
 			"-e", "trace=open,openat,rename,renameat,renameat2,fsync",
 			"-e", fmt.Sprintf("inject=open,openat:delay_exit=%d:when=1", holdFor.Microseconds())}
 		for _, p := range kill.paths {
@@ -219,8 +220,12 @@ func TestHandoverHolderKilled(t *testing.T) {
 		}
 		testrepo.AwaitSockets(t, socket, 1+len(reqs))
 		if kill.random {
+			// Once the hold is over (strace logs the held call as it
+			// returns; a kill during strace's delay confuses strace), a
+			// random moment of the holder's batch.
 			pid := tracee(t, holder.Process.Pid, bin)
-			time.Sleep(time.Duration(rand.Int64N(int64(holdFor + 50*time.Millisecond)))) // the kill point; it waits for nothing
+			awaitLogged(t, log, "appended")
+			time.Sleep(time.Duration(rand.Int64N(int64(30 * time.Millisecond)))) // the kill point; it waits for nothing
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		holder.Wait()
@@ -329,6 +334,17 @@ func checkTold(t *testing.T, r *repo, told map[int64]told) {
 	}
 	r.git("fsck", "--strict", "--no-progress")
 	r.ok("setup", "verify", "--full")
+}
+
+// awaitLogged waits until the file log holds text.
+func awaitLogged(t *testing.T, log, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), text) {
+			return
+		}
+	}
+	t.Fatalf("%s does not say %q", log, text)
 }
 
 // tracee is the pid of the process running bin below process pid (an

@@ -221,9 +221,11 @@ func HandoverSocket(t testing.TB, gitDir string) string {
 	return gitstore.HandoverName(st.Dev, st.Ino)
 }
 
-// AwaitSockets waits until n sockets bear name in /proc/net/unix: a
-// writer-lock holder's listener, then each connection to it (it lists
-// those not yet accepted too). It skips the test without /proc/net/unix.
+// AwaitSockets waits until a writer-lock holder listens on the socket
+// name and n-1 connections to it bear its name in /proc/net/unix (which
+// lists those not yet accepted too). A socket bound but not yet listening
+// refuses connections, so it does not count. It skips the test without
+// /proc/net/unix.
 func AwaitSockets(t testing.TB, name string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
@@ -231,17 +233,18 @@ func AwaitSockets(t testing.TB, name string, n int) {
 		if err != nil {
 			t.Skipf("no /proc/net/unix to watch the hand-over socket: %v", err)
 		}
-		got := 0
+		listening, got := false, 0
 		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasSuffix(l, " "+name) {
+			if f := strings.Fields(l); len(f) == 8 && f[7] == name {
 				got++
+				listening = listening || f[3] == "00010000" // __SO_ACCEPTCON: listen(2) was called
 			}
 		}
-		if got >= n {
+		if listening && got >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sockets named %s, want %d", got, name, n)
+			t.Fatalf("%d sockets named %s (a listener: %v), want %d", got, name, listening, n)
 		}
 	}
 }
