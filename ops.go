@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -157,15 +158,22 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 		}
 	}
 	self, base := c.claimant(o.PID)
-	if o.Next && mode == lease.ModeClaim && c.sequencer {
-		return c.claimRequest(o, self, base)
+	if o.Next && mode == lease.ModeClaim {
+		n := nextClaim(o, self, base)
+		if c.sequencer {
+			return c.claimRequest(n)
+		}
+		aps, err := c.appendSteps([]handStep{{Op: OpClaimNext, Claim: &n}})
+		if err != nil {
+			return nil, err
+		}
+		return leaseResult(aps[0]), nil
 	}
-	var target lease.CellRef
-	ap, err := c.append(claimBuild(o, mode, self, base, &target))
+	ap, err := c.append(claimBuild(o, mode, self, base))
 	if err != nil {
 		return nil, err
 	}
-	return leaseResult(ap, target), nil
+	return leaseResult(ap), nil
 }
 
 // claimant is who claims, as the lease records it (this host, process pid
@@ -182,15 +190,16 @@ func (c *Client) claimant(pid int) (self lease.HolderID, base string) {
 	return self, base
 }
 
-// leaseResult is the outcome of the claim ap, of target.
-func leaseResult(ap *ledger.Appended, target lease.CellRef) *LeaseResult {
-	return &LeaseResult{appendedOf(ap), target, ap.Result.Effect.(*lease.Granted)}
+// leaseResult is the outcome of the claim ap (of the cell its body names).
+func leaseResult(ap *ledger.Appended) *LeaseResult {
+	b, _ := claimOf(&ap.Applied)
+	return &LeaseResult{appendedOf(ap), b.CellRef, ap.Result.Effect.(*lease.Granted)}
 }
 
 // claimBuild builds the claim of o (mode, holder self, code base base) on
-// the state it is given, and sets target to the cell it claims: the one
-// build of a claim, for local, compare-and-swap and sequenced appends alike.
-func claimBuild(o ClaimOptions, mode string, self lease.HolderID, base string, target *lease.CellRef) ledger.BuildFunc {
+// the state it is given: the one build of a claim, for local,
+// compare-and-swap, sequenced and handed appends alike.
+func claimBuild(o ClaimOptions, mode string, self lease.HolderID, base string) ledger.BuildFunc {
 	return func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
 		b := lease.ClaimBody{CellRef: lease.CellRef{Wave: o.Wave, Cell: o.Cell}, TTL: o.TTL, PID: self.PID,
 			Host: self.Host, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart, Base: base, Mode: mode, Next: o.Next}
@@ -207,7 +216,6 @@ func claimBuild(o ClaimOptions, mode string, self lease.HolderID, base string, t
 		if mode == lease.ModeReclaimDead {
 			b.Dead = deadHolderEvidence(s, b.CellRef, self)
 		}
-		*target = b.CellRef
 		return &ledger.Draft{Kind: chain.KindClaim, Body: b}, nil
 	}
 }
@@ -353,12 +361,12 @@ func (c *Client) Done(req receipt.Request) (*DoneResult, error) {
 	return res, err
 }
 
-// done is Done, with then, if not nil, built as a second entry of the
-// receipt's append (on the state the receipt leaves), and its entry returned
-// if it landed. If the append of both fails once the receipt was built,
-// the receipt is appended alone (its own refusal, if any, is done's error)
-// and the second result is nil: then never decides whether the done stands.
-func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, *ledger.Appended, error) {
+// done is Done, with then, if not nil, claimed as a second entry of the
+// receipt's append (on the state the receipt leaves), and its entry
+// returned if it landed: a claim the rules refuse there is left out and the
+// receipt lands alone (appendSteps), so then never decides whether the
+// done stands.
+func (c *Client) done(req receipt.Request, then *NextClaim) (*DoneResult, *ledger.Appended, error) {
 	// The work tree does not move with the ledger: its status runs in a git
 	// process beside the append instead of after it.
 	status := c.startStatus()
@@ -366,34 +374,17 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 	if err != nil {
 		return nil, nil, err
 	}
-	var done *lease.DoneBody
-	var paths []string
-	builds := []ledger.BuildFunc{func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
-		body, err := prep.Body(s)
-		if err != nil {
-			return nil, err
-		}
-		done = body
-		if cell, err := lease.ReadCell(s, req.Wave, req.Cell); err == nil {
-			paths = cell.Paths
-		}
-		d := &ledger.Draft{Kind: chain.KindDone, Body: body}
-		if c.Remote() == "" {
-			d.Beside = receipt.BesideNote(c.L.Repo) // the note in the receipt's append
-		}
-		return d, nil
-	}}
-	thenBuilt := false // the receipt passed the rules: what failed after came from then or the write
+	draft := prep.Draft()
+	steps := []handStep{{Op: opDone, Done: &draft}}
 	if then != nil {
-		builds = append(builds, func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
-			thenBuilt = true
-			return then(s, now)
-		})
+		steps = append(steps, handStep{Op: OpClaimNext, Claim: then})
 	}
-	aps, err := c.appendDone(builds)
-	if err != nil && thenBuilt {
-		aps, err = c.appendDone(builds[:1])
+	if c.Remote() == "" {
+		// The note goes with the receipt: its lock is made before the
+		// writer lock too (ledger.ExpectBeside).
+		c.L.ExpectBeside()
 	}
+	aps, err := c.appendSteps(steps)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -404,12 +395,18 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 	ap := aps[0]
 	ref := ap.Result.Effect.(*lease.ReceiptRef)
 	prep.Taken()
-	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef, Warnings: doneWarnings(done, paths, status)}
+	var body lease.DoneBody
+	if err := json.Unmarshal(ap.Entry.Body, &body); err != nil {
+		return nil, nil, errs.Wrap(errs.Internal, err, "receipt entry %d", ap.Entry.Seq)
+	}
+	res := &DoneResult{Appended: appendedOf(ap), Receipt: ref, Note: receipt.NotesRef, Warnings: doneWarnings(&body, c.cellPaths(ap.Commit, lease.CellRef{Wave: ref.Wave, Cell: ref.Cell}), status)}
 	if c.Remote() == "" && ap.BesideErr == nil {
 		return res, next, nil // the note went with the receipt
 	}
 	// In remote mode, or when the note could not go with the receipt
-	// (another writer held or moved the notes ref), it is an append of its own.
+	// (another writer held or moved the notes ref, or the holder that
+	// appended it died before answering), it is an append of its own: it
+	// adds only a line the notes lack.
 	who, err := receipt.AddDoneNote(c.L.Repo, c.L.NotesLock(), ap)
 	if err != nil {
 		res.Note = "not written: " + err.Error()
@@ -424,14 +421,21 @@ func (c *Client) done(req receipt.Request, then ledger.BuildFunc) (*DoneResult, 
 	return res, next, nil
 }
 
-// appendDone appends the builds of a done, whose receipt draft has a
-// Beside move (the note) on a local ledger, so its append makes that ref's
-// lock before the writer lock as well (ledger.ExpectBeside).
-func (c *Client) appendDone(builds []ledger.BuildFunc) ([]*ledger.Appended, error) {
-	if c.Remote() == "" {
-		c.L.ExpectBeside()
+// cellPaths returns the declared paths of cell in the state at commit, read
+// when first asked for (doneWarnings asks only when edits are left
+// uncommitted); nil when they cannot be read.
+func (c *Client) cellPaths(commit gitstore.ObjectID, cell lease.CellRef) func() []string {
+	return func() []string {
+		s, err := c.L.SnapshotAt(commit)
+		if err != nil {
+			return nil
+		}
+		cl, err := lease.ReadCell(s, cell.Wave, cell.Cell)
+		if err != nil {
+			return nil
+		}
+		return cl.Paths
 	}
-	return c.appendBatch(builds)
 }
 
 // DoneNextResult is the outcome of DoneNext: the done, which stands, and
@@ -463,11 +467,11 @@ func (c *Client) DoneNext(ctx context.Context, req receipt.Request, o ClaimOptio
 	if o.TTL == 0 {
 		o.TTL = lease.TTLDefault
 	}
-	var then ledger.BuildFunc
-	var target lease.CellRef
+	var then *NextClaim
 	if c.Remote() == "" {
 		self, base := c.claimant(o.PID)
-		then = claimBuild(o, lease.ModeClaim, self, base, &target)
+		n := nextClaim(o, self, base)
+		then = &n
 	}
 	d, ap, err := c.done(req, then)
 	if err != nil {
@@ -475,7 +479,7 @@ func (c *Client) DoneNext(ctx context.Context, req receipt.Request, o ClaimOptio
 	}
 	res := &DoneNextResult{DoneResult: d}
 	if ap != nil {
-		res.Claim = leaseResult(ap, target)
+		res.Claim = leaseResult(ap)
 	} else {
 		res.Claim, res.NextErr = c.ClaimWait(ctx, o, wait, onWait)
 	}
@@ -527,7 +531,7 @@ func (st *worktreeStatus) wait() ([]byte, error) {
 // Uncommitted edits (status, nil for a bare repository) count under the
 // cell's declared paths, or anywhere in the work tree when it declares none;
 // untracked files do not.
-func doneWarnings(b *lease.DoneBody, paths []string, status *worktreeStatus) []string {
+func doneWarnings(b *lease.DoneBody, paths func() []string, status *worktreeStatus) []string {
 	w := []string{}
 	if len(b.Changed) == 0 {
 		w = append(w, fmt.Sprintf("commit %.12s changes nothing since the base %.12s", b.Commit, b.Base))
@@ -544,7 +548,8 @@ func doneWarnings(b *lease.DoneBody, paths []string, status *worktreeStatus) []s
 	if err != nil {
 		return append(w, "could not tell whether edits are left uncommitted: "+err.Error())
 	}
-	var left []string
+	var left, scope []string
+	read := false // scope holds the cell's paths
 	recs := strings.Split(string(out), "\x00")
 	for i := 0; i < len(recs); i++ {
 		rec := recs[i]
@@ -554,7 +559,10 @@ func doneWarnings(b *lease.DoneBody, paths []string, status *worktreeStatus) []s
 		if rec[0] == 'R' || rec[0] == 'C' {
 			i++ // a rename or copy: its source path is the next record
 		}
-		if p := rec[3:]; len(paths) == 0 || pathspec.MatchAny(paths, p) {
+		if !read {
+			scope, read = paths(), true
+		}
+		if p := rec[3:]; len(scope) == 0 || pathspec.MatchAny(scope, p) {
 			left = append(left, p)
 		}
 	}

@@ -25,24 +25,48 @@ import (
 const OpClaimNext = "claim-next"
 
 // Intent is a sequenced request, sent as its canonical JSON (RFC 8785) as
-// the message of a commit with the empty tree. Nonce makes every request a
-// new commit; Holder and Base are what the claim records about the
-// requesting process and its code base. Have (optional) is the client's
-// verified tip of the server's ledger: the server sends the entries after
-// it with its answer (ledger.SendRange), sparing the client a fetch; Sent
-// (optional, with Have) is the newest form of that range the client reads
-// (absent: 1).
+// the message of a commit with the empty tree: the claim (NextClaim's
+// members), and Nonce, which makes every request a new commit. Have
+// (optional) is the client's verified tip of the server's ledger: the
+// server sends the entries after it with its answer (ledger.SendRange),
+// sparing the client a fetch; Sent (optional, with Have) is the newest form
+// of that range the client reads (absent: 1).
 type Intent struct {
-	V      int          `json:"v"`
-	Op     string       `json:"op"`
-	Actor  string       `json:"actor"`
+	V     int    `json:"v"`
+	Op    string `json:"op"`
+	Actor string `json:"actor"`
+	NextClaim
+	Have  string `json:"have,omitempty"`
+	Sent  int    `json:"sent,omitempty"`
+	Nonce string `json:"nonce"`
+}
+
+// NextClaim is a claim of the next ready cell as an intent carries it (a
+// sequenced request, a step handed to the writer lock's holder): the wave
+// it is taken from (empty: any), its TTL (0: lease.TTLDefault), and what
+// the claim records about the requesting process (Holder) and its code
+// base (Base).
+type NextClaim struct {
 	Wave   string       `json:"wave,omitempty"`
 	TTL    int          `json:"ttl"`
 	Holder IntentHolder `json:"holder"`
 	Base   string       `json:"base,omitempty"`
-	Have   string       `json:"have,omitempty"`
-	Sent   int          `json:"sent,omitempty"`
-	Nonce  string       `json:"nonce"`
+}
+
+// nextClaim is the NextClaim of o (a plain claim of the next ready cell)
+// by the process self, on the code base base.
+func nextClaim(o ClaimOptions, self lease.HolderID, base string) NextClaim {
+	return NextClaim{Wave: o.NextWave, TTL: o.TTL, Base: base,
+		Holder: IntentHolder{Host: self.Host, PID: self.PID, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart}}
+}
+
+// build is the build of n (claimBuild), wherever it is appended.
+func (n NextClaim) build() ledger.BuildFunc {
+	o := ClaimOptions{Next: true, NextWave: n.Wave, TTL: n.TTL}
+	if o.TTL == 0 {
+		o.TTL = lease.TTLDefault
+	}
+	return claimBuild(o, lease.ModeClaim, n.Holder.id(), n.Base)
 }
 
 // IntentHolder is lease.HolderID as an intent carries it, with the claim
@@ -59,16 +83,14 @@ func (h IntentHolder) id() lease.HolderID {
 	return lease.HolderID{Host: h.Host, PID: h.PID, BootID: h.BootID, PIDNS: h.PIDNS, PIDStart: h.PIDStart}
 }
 
-// claimRequest is Claim of the next ready cell through the remote's
+// claimRequest is Claim of the next ready cell n through the remote's
 // sequencer.
-func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) (*LeaseResult, error) {
+func (c *Client) claimRequest(n NextClaim) (*LeaseResult, error) {
 	if c.Actor == "" {
 		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
-	nonce := make([]byte, 16)
-	rand.Read(nonce)
-	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, Wave: o.NextWave, TTL: o.TTL, Base: base, Nonce: hex.EncodeToString(nonce),
-		Holder: IntentHolder{Host: self.Host, PID: self.PID, BootID: self.BootID, PIDNS: self.PIDNS, PIDStart: self.PIDStart}}
+	self := n.Holder.id()
+	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, NextClaim: n, Nonce: newNonce()}
 	intent := func(have gitstore.ObjectID, sent int) ([]byte, error) {
 		in.Have, in.Sent = "", 0
 		if !have.IsZero() {
@@ -96,6 +118,14 @@ func (c *Client) claimRequest(o ClaimOptions, self lease.HolderID, base string) 
 		return nil, errs.New(errs.RemoteRejected, "remote %s answered the request with entry %d, which is not a claim granted to %s", c.Remote(), ap.Entry.Seq, c.Actor)
 	}
 	return &LeaseResult{appendedOf(ap), b.CellRef, granted}, nil
+}
+
+// newNonce is a fresh nonce: 16 random bytes in lowercase hex, as every
+// entry and request carries one.
+func newNonce() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // claimOf is the claim body of an applied entry (ok false for other kinds).
@@ -146,12 +176,7 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer
 	case in.Sent != 0:
 		form = in.Sent // SendRange sends the newest it knows up to it
 	}
-	o := ClaimOptions{Next: true, NextWave: in.Wave, TTL: in.TTL}
-	if o.TTL == 0 {
-		o.TTL = lease.TTLDefault
-	}
-	var target lease.CellRef
-	build := claimBuild(o, lease.ModeClaim, in.Holder.id(), in.Base, &target)
+	build := in.NextClaim.build()
 	out, err := c.L.AppendBatch(in.Actor, []ledger.BuildFunc{func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
 		if err := guard(s, in.Actor, "claim"); err != nil {
 			return nil, err

@@ -123,7 +123,7 @@ func Open(dir string, opt Options) (*Client, error) {
 		}
 		trust = anchor.Trust(keys)
 	}
-	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain, Trust: trust})
+	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain, Trust: trust, Intents: decodeIntent})
 	if err != nil {
 		repo.Close()
 		return nil, err
@@ -199,10 +199,18 @@ func (c *Client) append(build ledger.BuildFunc) (*ledger.Appended, error) {
 }
 
 func (c *Client) appendBatch(builds []ledger.BuildFunc) ([]*ledger.Appended, error) {
-	if c.Actor == "" {
-		return nil, errs.New(errs.Usage, "no actor: pass Options.Actor or set git config user.email")
+	if err := c.needActor(); err != nil {
+		return nil, err
 	}
 	return c.src.Append(c.Actor, builds)
+}
+
+// needActor refuses an append by a client without an actor.
+func (c *Client) needActor() error {
+	if c.Actor == "" {
+		return errs.New(errs.Usage, "no actor: pass Options.Actor or set git config user.email")
+	}
+	return nil
 }
 
 // head returns the state views read: the source's tip, verified (in remote

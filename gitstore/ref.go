@@ -186,18 +186,44 @@ func (w *WriterLock) UseSpares(s *Spares) { w.spares = s }
 
 // AcquireWriterLock takes the writer lock at path, waiting at most timeout.
 func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) {
+	w, _, err := acquireWriterLock(path, timeout, nil)
+	return w, err
+}
+
+// acquireWriterLock is AcquireWriterLock that, when the lock is held, first
+// calls held, if not nil, with the name of the holder's hand-over socket
+// (HandoverName): when it returns true, the caller's append was made by the
+// holder and the lock is not taken (nil, true). Otherwise, or on a system
+// without hand-over, it waits for the lock.
+func acquireWriterLock(path string, timeout time.Duration, held func(socket string) bool) (*WriterLock, bool, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	f, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	queued, err := flockWithin(f, timeout)
+	queued, err := flockNowOr(f)
+	if queued && held != nil {
+		if name, nerr := handoverNameOf(f); nerr == nil && held(name) {
+			f.Close()
+			return nil, true, nil
+		}
+	}
+	if queued {
+		err = flockWithin(f, timeout)
+	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, false, err
 	}
+	w, err := readRecord(f, queued)
+	return w, false, err
+}
+
+// readRecord reads the record of the writer lock f, just taken (queued: it
+// was held when asked for).
+func readRecord(f *os.File, queued bool) (*WriterLock, error) {
 	rec, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
@@ -215,22 +241,28 @@ func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) 
 	return &WriterLock{f: f, stale: stale, size: size, queued: queued}, nil
 }
 
-// flockWithin takes an exclusive flock on f, waiting at most timeout. It
-// blocks in the kernel, so a released lock passes straight to a waiter
-// (polling would leave it idle while waiters sleep, and writers queue behind
-// it under contention). On timeout the blocked call is left to finish in its
-// goroutine, which then drops the lock at once.
-func flockWithin(f *os.File, timeout time.Duration) (waited bool, err error) {
+// flockNowOr takes an exclusive flock on f if it is free; held says it
+// was not (and err is nil then).
+func flockNowOr(f *os.File) (held bool, err error) {
 	err = syscall.EINTR
 	for errors.Is(err, syscall.EINTR) {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	}
-	if !errors.Is(err, syscall.EWOULDBLOCK) {
-		return false, err
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
 	}
+	return false, err
+}
+
+// flockWithin takes an exclusive flock on f, held by another, waiting at
+// most timeout. It blocks in the kernel, so a released lock passes straight
+// to a waiter (polling would leave it idle while waiters sleep, and writers
+// queue behind it under contention). On timeout the blocked call is left to
+// finish in its goroutine, which then drops the lock at once.
+func flockWithin(f *os.File, timeout time.Duration) error {
 	fd, err := syscall.Dup(int(f.Fd())) // the same open file: a lock taken through fd is f's
 	if err != nil {
-		return true, err
+		return err
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -247,7 +279,7 @@ func flockWithin(f *os.File, timeout time.Duration) (waited bool, err error) {
 	select {
 	case err := <-done:
 		syscall.Close(fd)
-		return true, err
+		return err
 	case <-timer.C:
 		go func() { // the call still blocks: when it returns, drop what it took
 			if err := <-done; err == nil {
@@ -255,7 +287,7 @@ func flockWithin(f *os.File, timeout time.Duration) (waited bool, err error) {
 			}
 			syscall.Close(fd)
 		}()
-		return true, ErrRefLocked
+		return ErrRefLocked
 	}
 }
 
@@ -530,19 +562,39 @@ func (r *Repo) createRefLock(w *WriterLock, name, rec string) (*os.File, error) 
 // moves on, and the record then names only what is still undecided. With
 // nothing left over that costs nothing.
 func (r *Repo) LockWriter(path string, timeout time.Duration) (*WriterLock, error) {
-	w, err := AcquireWriterLock(path, timeout)
-	if err != nil || w.stale == "" {
-		return w, err
+	w, _, err := r.LockWriterOr(path, timeout, nil)
+	return w, err
+}
+
+// LockWriterOr is LockWriter for a writer that may hand its append to the
+// lock's holder instead: when the lock is held, held is called first with
+// the holder's hand-over socket name (gitstore.DialHolder), and when it
+// returns true the append was the holder's to make and the lock is not
+// taken (nil, true, nil).
+func (r *Repo) LockWriterOr(path string, timeout time.Duration, held func(socket string) bool) (*WriterLock, bool, error) {
+	w, handed, err := acquireWriterLock(path, timeout, held)
+	if err != nil || handed || w.stale == "" {
+		return w, handed, err
 	}
 	if err = r.removeOrphans(w); err == nil {
 		err = w.record(w.stale)
 	}
 	if err != nil {
 		w.Release()
-		return nil, err
+		return nil, false, err
 	}
-	return w, nil
+	return w, false, nil
 }
+
+// SyncRef makes the last move of ref name durable: it fsyncs the ref's
+// directory (the ref's own content was synced before it was renamed into
+// place). A writer that finds an entry a killed holder appended for it
+// calls it before it counts the entry as landed.
+func (r *Repo) SyncRef(name string) error { return syncDir(filepath.Dir(r.refPath(name))) }
+
+// Serving marks w as held by a writer that serves others' intents: they
+// wait for it, so its fsyncs go out together (syncWritten).
+func (w *WriterLock) Serving() { w.queued = true }
 
 // removeOrphans removes every "<ref>.lock" the record of a dead holder
 // (w.stale) names that it left, and keeps in w.stale only the lines naming a

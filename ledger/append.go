@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -20,16 +21,30 @@ type Draft struct {
 	// Actor, if set, replaces the appender's actor (sync rebuilding entries
 	// that other local actors wrote).
 	Actor string
+	// Nonce, if set, is the entry's nonce (32 lowercase hex digits) instead
+	// of a fresh one: a writer whose entry the writer lock's holder appends
+	// chose it, and finds the entry by it if the holder dies before
+	// answering (AppendHanded).
+	Nonce string
 	// Beside, if set, moves one more ref with the entry's (only in a local
-	// append: a remote's sequencer writes no refs of this clone). It runs
-	// under the writer lock once the entry is built, on every attempt,
-	// adds the objects the ref's new value needs to the entry's pack pw,
-	// and returns the move (nil: none needed); the move is made right after
-	// the ledger's ref, in the same UpdateRefsWithPack, so one pack and one
-	// round of fsyncs carry both. It cannot fail the append: a Beside that
-	// errs, or whose move does not land, leaves the entry to land alone,
-	// and Appended.BesideErr says why.
-	Beside func(ap *Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error)
+	// append: a remote's sequencer writes no refs of this clone).
+	Beside *Beside
+}
+
+// Beside is a ref moved with an append's entries (Draft.Beside), in the
+// same UpdateRefsWithPack right after the ledger's ref, so one pack and
+// one round of fsyncs carry both. It cannot fail the append: a Beside
+// that errs, or whose move does not land, leaves the entries to land
+// alone, and their Appended.BesideErr says why.
+type Beside struct {
+	Ref string
+	// Move runs under the writer lock once the append's entries are built,
+	// on every attempt, with every entry of the append whose draft moves
+	// Ref, in order (an append of several writers' intents holds several);
+	// it adds the objects of the ref's new value to the append's pack pw
+	// and returns the one move of Ref (nil: none needed). The Move of the
+	// first such entry runs for all of them.
+	Move func(aps []*Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error)
 }
 
 // BuildFunc decides the entry to append given the current tip state and the
@@ -44,7 +59,8 @@ type Appended struct {
 	// BesideErr is why the draft's Beside move did not land (nil: it did,
 	// or there was none).
 	BesideErr error
-	beside    func(*Appended, *gitstore.PackWriter) (*gitstore.RefMove, error)
+	beside    *Beside
+	raw       []byte // the entry's canonical bytes
 }
 
 // Retry policy for a lost compare-and-swap (only a writer that bypasses the
@@ -82,28 +98,53 @@ func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
 // none does. It is how bulk work (benchmarks, sync) avoids paying for
 // durability once per entry.
 func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, error) {
-	if err := chain.ValidActor(actor); err != nil {
-		return nil, errs.New(errs.Usage, "%v", err)
-	}
-	if len(builds) == 0 {
-		return nil, errs.New(errs.Usage, "nothing to append")
+	if err := checkBatch(actor, builds); err != nil {
+		return nil, err
 	}
 	// The files the append creates (its pack, the index, a lock for the
 	// ledger's ref and for each Beside move expected) are made before the
 	// lock, beside the other writers' appends: under it, creating them was
 	// half of an append's CPU (PERFORMANCE.md, "The drain, fifth pass").
-	spares := l.Repo.MakeSpares(3 + int(l.beside.Swap(0)))
+	spares := l.makeSpares()
 	defer spares.Remove() // after the release: the next writer does not wait for it
 	wl, err := l.lockWriter()
 	if err != nil {
 		return nil, err
 	}
+	return l.holding(wl, spares, func() ([]*Appended, error) { return l.appendLocked(wl, actor, builds) })
+}
+
+// checkBatch refuses an append of no entries, or by an invalid actor.
+func checkBatch(actor string, builds []BuildFunc) error {
+	if err := chain.ValidActor(actor); err != nil {
+		return errs.New(errs.Usage, "%v", err)
+	}
+	if len(builds) == 0 {
+		return errs.New(errs.Usage, "nothing to append")
+	}
+	return nil
+}
+
+// makeSpares makes the spares of the next append (ExpectBeside).
+func (l *Ledger) makeSpares() *gitstore.Spares {
+	return l.Repo.MakeSpares(3 + int(l.beside.Swap(0)))
+}
+
+// holding runs own, this writer's append, under the writer lock wl, then
+// serves the intents other writers handed it meanwhile (serve), and
+// releases wl; spares are the files made for it before the lock.
+func (l *Ledger) holding(wl *gitstore.WriterLock, spares *gitstore.Spares, own func() ([]*Appended, error)) ([]*Appended, error) {
 	wl.UseSpares(spares)
 	endHold := func() {}
 	if db, err := l.Repo.Objects(); err == nil {
 		endHold = db.HoldRetired()
 	}
-	out, err := l.appendLocked(wl, actor, builds)
+	ln := l.listen(wl)
+	out, err := own()
+	if ln != nil {
+		l.serve(wl, ln)
+		ln.Close() // before the release: no intent reaches a writer that no longer holds the lock
+	}
 	// The next writer waits for the lock: maintenance (unmapping the packs
 	// compaction retired, listing the pack directory, starting a compaction
 	// process) comes after its release.
@@ -121,12 +162,23 @@ func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, err
 // nothing, or one made under the lock.
 func (l *Ledger) ExpectBeside() { l.beside.Add(1) }
 
-// appendLocked is AppendBatch under the writer lock wl: a lost
-// compare-and-swap re-reads and rebuilds with jittered backoff.
+// appendLocked is AppendBatch under the writer lock wl.
 func (l *Ledger) appendLocked(wl *gitstore.WriterLock, actor string, builds []BuildFunc) ([]*Appended, error) {
+	return l.retried(func() ([]*Appended, error) {
+		return l.tryAppend(wl, func(snap *Snapshot, pw *gitstore.PackWriter) ([]*Appended, error) {
+			return l.buildAll(snap, actor, time.Time{}, builds, pw)
+		})
+	})
+}
+
+// retried runs attempt, an append under the writer lock, again while it
+// loses its compare-and-swap, with jittered backoff (only a writer that
+// bypasses the lock, such as the git CLI, can make it lose); when attempts
+// run out the error is CONFLICT.
+func (l *Ledger) retried(attempt func() ([]*Appended, error)) ([]*Appended, error) {
 	pause := time.Millisecond
-	for attempt := 0; attempt < appendAttempts; attempt++ {
-		out, err := l.tryAppend(wl, actor, builds)
+	for range appendAttempts {
+		out, err := attempt()
 		if !errors.Is(err, gitstore.ErrRefChanged) {
 			return out, err
 		}
@@ -136,7 +188,11 @@ func (l *Ledger) appendLocked(wl *gitstore.WriterLock, actor string, builds []Bu
 	return nil, errs.New(errs.Conflict, "%s kept changing; gave up after %d attempts", l.Ref, appendAttempts)
 }
 
-func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []BuildFunc) ([]*Appended, error) {
+// tryAppend is one attempt of an append under wl: read the tip, check what
+// is new since the writer's record, build the entries on it with prepare
+// (which adds their objects to pw and advances the snapshot; no entries:
+// nothing is written), and move the refs.
+func (l *Ledger) tryAppend(wl *gitstore.WriterLock, prepare func(*Snapshot, *gitstore.PackWriter) ([]*Appended, error)) ([]*Appended, error) {
 	tip, err := l.Tip()
 	if err != nil {
 		return nil, err
@@ -148,11 +204,12 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 	if err := l.verifiedUpTo(snap); err != nil {
 		return nil, err
 	}
-	out, parent, pw, err := l.prepareOnSnapshot(snap, actor, builds)
-	if err != nil {
-		return nil, err
+	pw := gitstore.NewPackWriter()
+	out, err := prepare(snap, pw)
+	if err != nil || len(out) == 0 {
+		return out, err
 	}
-	err = l.moveRefs(wl, parent, out, pw)
+	err = l.moveRefs(wl, tip, out, pw)
 	if err != nil {
 		if errors.Is(err, gitstore.ErrRefLocked) {
 			return nil, errs.Wrap(errs.RefLocked, err, "update %s", l.Ref)
@@ -178,16 +235,15 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, actor string, builds []Build
 // the BesideErr of its entry.
 func (l *Ledger) moveRefs(wl *gitstore.WriterLock, parent gitstore.ObjectID, out []*Appended, pw *gitstore.PackWriter) error {
 	moves := []gitstore.RefMove{{Ref: l.Ref, Old: parent, New: out[len(out)-1].Commit}}
-	var beside []*Appended // the entry of each move after the first
-	for _, ap := range out {
-		if ap.beside == nil {
-			continue
+	var beside [][]*Appended // the entries of each move after the first
+	for _, aps := range besideGroups(out) {
+		m, err := aps[0].beside.Move(aps, pw)
+		for _, ap := range aps {
+			ap.BesideErr = err
 		}
-		m, err := ap.beside(ap, pw)
-		ap.BesideErr = err
 		if err == nil && m != nil {
 			moves = append(moves, *m)
-			beside = append(beside, ap)
+			beside = append(beside, aps)
 		}
 	}
 	for {
@@ -199,14 +255,34 @@ func (l *Ledger) moveRefs(wl *gitstore.WriterLock, parent gitstore.ObjectID, out
 		if me.Index == 0 {
 			return me.Err
 		}
-		for _, ap := range beside[me.Index-1:] {
-			ap.BesideErr = me
+		for _, aps := range beside[me.Index-1:] {
+			for _, ap := range aps {
+				ap.BesideErr = me
+			}
 		}
 		if me.Landed > 0 {
 			return nil // the ledger's ref moved: the entries landed
 		}
 		moves, beside = moves[:me.Index], beside[:me.Index-1]
 	}
+}
+
+// besideGroups are the entries of out with a Beside move, by the ref it
+// moves, in the order the refs first appear.
+func besideGroups(out []*Appended) [][]*Appended {
+	var groups [][]*Appended
+	for _, ap := range out {
+		if ap.beside == nil {
+			continue
+		}
+		i := slices.IndexFunc(groups, func(g []*Appended) bool { return g[0].beside.Ref == ap.beside.Ref })
+		if i < 0 {
+			groups = append(groups, nil)
+			i = len(groups) - 1
+		}
+		groups[i] = append(groups[i], ap)
+	}
+	return groups
 }
 
 // writerRecordPath is the writer's own record (FORMAT.md §8): the tip this
@@ -330,32 +406,36 @@ func (l *Ledger) prepareOn(tip gitstore.ObjectID, actor string, builds []BuildFu
 	if err != nil {
 		return nil, tip, nil, err
 	}
-	return l.prepareOnSnapshot(snap, actor, builds)
+	pw := gitstore.NewPackWriter()
+	out, err := l.buildAll(snap, actor, time.Time{}, builds, pw)
+	return out, tip, pw, err
 }
 
-// prepareOnSnapshot is prepareOn for a caller that holds the tip's
-// snapshot; it advances snap.
-func (l *Ledger) prepareOnSnapshot(snap *Snapshot, actor string, builds []BuildFunc) ([]*Appended, gitstore.ObjectID, *gitstore.PackWriter, error) {
-	tip := snap.Commit
-	pw := gitstore.NewPackWriter()
-	parent := tip
+// buildAll builds entries on snap, each on the state the previous one
+// leaves, and advances snap past them; clock is the time they are built
+// at (zero: the ledger's clock, EntryTime).
+func (l *Ledger) buildAll(snap *Snapshot, actor string, clock time.Time, builds []BuildFunc, pw *gitstore.PackWriter) ([]*Appended, error) {
 	var out []*Appended
 	for _, build := range builds {
-		ap, err := l.build(snap, parent, actor, build, pw)
+		ap, err := l.build(snap, actor, clock, build, pw)
 		if err != nil {
-			return nil, tip, nil, err
+			return nil, err
 		}
 		out = append(out, ap)
-		parent = ap.Commit
-		snap.Commit, snap.Meta = ap.Commit, ap.Meta
 	}
-	return out, tip, pw, nil
+	return out, nil
 }
 
-// build builds one entry on snap (whose tree it advances) with parent as the
-// commit's parent, adding the new objects to pw.
-func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, build BuildFunc, pw *gitstore.PackWriter) (*Appended, error) {
-	now := l.EntryTime(snap)
+// build builds one entry on snap as actor at clock (zero: the ledger's
+// clock), with snap.Commit as its commit's parent, adds the new objects to
+// pw, and advances snap past it (its tree, commit and meta). A refusal,
+// by the build or the rules (Step), leaves snap as it was.
+func (l *Ledger) build(snap *Snapshot, actor string, clock time.Time, build BuildFunc, pw *gitstore.PackWriter) (*Appended, error) {
+	parent := snap.Commit
+	if clock.IsZero() {
+		clock = l.now()
+	}
+	now := entryTime(snap, clock)
 	draft, err := build(snap, now)
 	if err != nil {
 		return nil, err
@@ -373,8 +453,12 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 	if err != nil {
 		return nil, errs.Wrap(errs.Usage, err, "entry body")
 	}
+	nonce := draft.Nonce
+	if nonce == "" {
+		nonce = newNonce()
+	}
 	e := &chain.Entry{V: chain.FormatVersion, Seq: snap.Meta.Size, Kind: draft.Kind, Prev: snap.Meta.Head,
-		TS: chain.FormatTime(now), Actor: actor, Nonce: newNonce(), Body: body}
+		TS: chain.FormatTime(now), Actor: actor, Nonce: nonce, Body: body}
 	raw, err := e.Encode()
 	if err != nil {
 		return nil, err
@@ -427,15 +511,19 @@ func (l *Ledger) build(snap *Snapshot, parent gitstore.ObjectID, actor string, b
 		}
 	}
 	id := pw.Add(gitstore.CommitObject, commit.Encode())
-	return &Appended{Applied: *applied, Commit: id, beside: draft.Beside}, nil
+	snap.Commit, snap.Meta = id, applied.Meta
+	return &Appended{Applied: *applied, Commit: id, beside: draft.Beside, raw: raw}, nil
 }
 
 // EntryTime is the time an entry appended on snap now would carry: the
 // clock at millisecond precision, raised to the last entry's time (entry time
 // never goes backwards, whatever this machine's clock says). Views judge
 // expiry with it too, so they agree with what an append would decide.
-func (l *Ledger) EntryTime(snap *Snapshot) time.Time {
-	now := l.now().UTC().Truncate(time.Millisecond)
+func (l *Ledger) EntryTime(snap *Snapshot) time.Time { return entryTime(snap, l.now()) }
+
+// entryTime is EntryTime by the clock reading clock.
+func entryTime(snap *Snapshot, clock time.Time) time.Time {
+	now := clock.UTC().Truncate(time.Millisecond)
 	if last, err := chain.ParseTime(snap.Meta.TS); err == nil && now.Before(last) {
 		now = last
 	}

@@ -19,8 +19,9 @@ func TestAppendBesideMove(t *testing.T) {
 	dir := initRepo(t)
 	l := openLedger(t, dir)
 	const ref = "refs/notes/beside"
-	beside := func(stale bool) func(*ledger.Appended, *gitstore.PackWriter) (*gitstore.RefMove, error) {
-		return func(ap *ledger.Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error) {
+	beside := func(stale bool) *ledger.Beside {
+		return &ledger.Beside{Ref: ref, Move: func(aps []*ledger.Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error) {
+			ap := aps[0]
 			old, _ := l.Repo.ReadRef(ref)
 			blob := pw.Add(gitstore.BlobObject, []byte("beside entry "+ap.Hash.String()+"\n"))
 			tree := pw.Add(gitstore.TreeObject, append([]byte("100644 n\x00"), blob[:]...))
@@ -33,7 +34,7 @@ func TestAppendBesideMove(t *testing.T) {
 				old = ap.Commit // not what the ref holds
 			}
 			return &gitstore.RefMove{Ref: ref, Old: old, New: pw.Add(gitstore.CommitObject, c.Encode())}, nil
-		}
+		}}
 	}
 	draft := func(stale bool) ledger.BuildFunc {
 		return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {

@@ -41,6 +41,11 @@ type Options struct {
 	// fetch of a remote's ledger starts from a trusted one instead of from
 	// genesis (FetchRemote); unset, every first fetch is of all history.
 	Trust CheckpointTrust
+	// Intents, if set, makes a writer of this ledger serve the intents
+	// other writers hand it while it holds the writer lock (FORMAT.md §9,
+	// "Group commit"), decoding each with it; unset, it takes none, and
+	// they wait for the lock as before. A signing ledger never serves.
+	Intents IntentDecoder
 }
 
 // Ledger is one ledger in one repository.
@@ -65,6 +70,7 @@ type Ledger struct {
 	signer   *identity.Signer
 	maintain Maintainer
 	trust    CheckpointTrust
+	intents  IntentDecoder
 
 	repacking chan struct{}            // closed when a background compaction started here ends
 	lent      atomic.Pointer[Snapshot] // see Lend
@@ -118,7 +124,7 @@ func New(repo *gitstore.Repo, opt Options) (*Ledger, error) {
 		local = local.ForNamespace(ns)
 	}
 	return &Ledger{Repo: repo, Namespace: ns, Ref: ns + "/ledger", Files: local,
-		now: now, signer: opt.Signer, maintain: opt.Maintain, trust: opt.Trust}, nil
+		now: now, signer: opt.Signer, maintain: opt.Maintain, trust: opt.Trust, intents: opt.Intents}, nil
 }
 
 // Now is the ledger's clock.

@@ -183,7 +183,7 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 		build := func(*Snapshot, time.Time) (*Draft, error) {
 			return &Draft{Kind: e.Kind, Body: body, Actor: e.Actor}, nil
 		}
-		ap, err := l.build(snap, parent, e.Actor, build, pw)
+		ap, err := l.build(snap, e.Actor, time.Time{}, build, pw)
 		if err != nil {
 			x := errs.From(err)
 			if x.Code == errs.Corrupt || x.Code == errs.Internal {
@@ -199,7 +199,6 @@ func (l *Ledger) rebuild(local, remote *Snapshot, common uint64, rep *SyncReport
 		}
 		rep.Rebuilt = append(rep.Rebuilt, RebuiltEntry{OldSeq: seq, NewSeq: ap.Entry.Seq, Kind: e.Kind, Actor: e.Actor})
 		parent = ap.Commit
-		snap.Commit, snap.Meta = ap.Commit, ap.Meta
 		m.add(counted(int(seq-common), n))
 	}
 	if pw.Len() == 0 {

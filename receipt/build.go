@@ -74,6 +74,23 @@ func Prepare(l *ledger.Ledger, req Request) (*Prepared, error) {
 // Taken removes the pending evidence the receipt holds, once it is appended.
 func (p *Prepared) Taken() { ClearEvidence(p.taken) }
 
+// Draft is the receipt as Prepare read it: the body without the default
+// base and the changed paths, which Body decides on a state. Resume makes
+// it a Prepared again in another process.
+func (p *Prepared) Draft() lease.DoneBody { return p.body }
+
+// Resume is the Prepared of a receipt another process of the clone
+// prepared (its Draft), for an append this process makes for it: what it
+// names is in the clone's shared objects, and its evidence is in the body,
+// so none is read or taken here.
+func Resume(l *ledger.Ledger, body lease.DoneBody) (*Prepared, error) {
+	tree, err := gitstore.ParseObjectID(body.Tree)
+	if err != nil || tree.String() != body.Tree {
+		return nil, errs.New(errs.Usage, "receipt tree %q is not 40 lowercase hex digits", body.Tree)
+	}
+	return &Prepared{l: l, body: body, tree: tree, changed: map[string][]string{}}, nil
+}
+
 // Body returns the receipt body for a done entry on snapshot s: the base
 // defaults to the HEAD recorded when the lease was claimed, and the changed
 // paths are those from base to commit. The rules then decide whether it is

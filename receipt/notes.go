@@ -79,56 +79,78 @@ func AddNotes(repo *gitstore.Repo, lockPath string, adds []NoteAdd, who gitstore
 // note), writing its objects to pw, and returns the move of NotesRef to it
 // and the lines added (none: no move, nil).
 func notesMove(repo *gitstore.Repo, adds []NoteAdd, who gitstore.Ident, message string, pw *gitstore.PackWriter) (*gitstore.RefMove, []NoteAdd, error) {
-	db, err := repo.Objects()
+	tip, t, err := notesTip(repo)
 	if err != nil {
 		return nil, nil, err
 	}
+	var added []NoteAdd
+	for _, a := range adds {
+		if ok, err := addLine(t, a); err != nil {
+			return nil, nil, err
+		} else if ok {
+			added = append(added, a)
+		}
+	}
+	if len(added) == 0 {
+		return nil, nil, nil
+	}
+	id, err := notesCommit(t, tip, who, message, pw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &gitstore.RefMove{Ref: NotesRef, Old: tip, New: id}, added, nil
+}
+
+// notesTip reads NotesRef as it is now: its commit (zero when there are
+// no notes) and a tree of its notes to change.
+func notesTip(repo *gitstore.Repo) (gitstore.ObjectID, *gitstore.Tree, error) {
+	db, err := repo.Objects()
+	if err != nil {
+		return gitstore.ObjectID{}, nil, err
+	}
 	tip, err := repo.ReadRef(NotesRef)
 	if err != nil && !errors.Is(err, gitstore.ErrNoRef) {
-		return nil, nil, err
+		return tip, nil, err
 	}
 	var base gitstore.ObjectID
 	if !tip.IsZero() {
 		c, err := db.ReadCommit(tip)
 		if err != nil {
-			return nil, nil, err
+			return tip, nil, err
 		}
 		base = c.Tree
 	}
-	t := gitstore.NewTree(db, base)
-	var added []NoteAdd
-	for _, a := range adds {
-		path, text, err := gitstore.FindNote(t, a.Commit.String())
-		if err != nil {
-			return nil, nil, err
-		}
-		if slices.Contains(strings.Split(text, "\n"), a.Line) {
-			continue
-		}
-		if path == "" {
-			path = a.Commit.String()
-		}
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		if err := t.Set(path, []byte(text+a.Line+"\n")); err != nil {
-			return nil, nil, err
-		}
-		added = append(added, a)
+	return tip, gitstore.NewTree(db, base), nil
+}
+
+// addLine adds a's line at the end of its commit's note in the notes tree
+// t, unless the note holds it already (added false).
+func addLine(t *gitstore.Tree, a NoteAdd) (added bool, err error) {
+	path, text, err := gitstore.FindNote(t, a.Commit.String())
+	if err != nil || slices.Contains(strings.Split(text, "\n"), a.Line) {
+		return false, err
 	}
-	if len(added) == 0 {
-		return nil, nil, nil
+	if path == "" {
+		path = a.Commit.String()
 	}
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return true, t.Set(path, []byte(text+a.Line+"\n"))
+}
+
+// notesCommit writes to pw the notes commit of the notes tree t, with
+// parent (zero: none), by who, and returns its id.
+func notesCommit(t *gitstore.Tree, parent gitstore.ObjectID, who gitstore.Ident, message string, pw *gitstore.PackWriter) (gitstore.ObjectID, error) {
 	tree, err := t.Hash(pw)
 	if err != nil {
-		return nil, nil, err
+		return tree, err
 	}
 	nc := &gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: message}
-	if !tip.IsZero() {
-		nc.Parents = []gitstore.ObjectID{tip}
+	if !parent.IsZero() {
+		nc.Parents = []gitstore.ObjectID{parent}
 	}
-	id := pw.Add(gitstore.CommitObject, nc.Encode())
-	return &gitstore.RefMove{Ref: NotesRef, Old: tip, New: id}, added, nil
+	return pw.Add(gitstore.CommitObject, nc.Encode()), nil
 }
 
 // DoneNote is the note line a done entry ap adds to its receipted commit's
@@ -169,16 +191,36 @@ func AddDoneNote(repo *gitstore.Repo, lockPath string, ap *ledger.Appended) (git
 // goes into the entry's pack and NotesRef moves right after the ledger's
 // ref, under the same writer lock, so a done is one append (FORMAT.md §9,
 // "A done and its note"). The ledger's ref moves first: the notes never
-// name a receipt the ledger lacks.
-func BesideNote(repo *gitstore.Repo) func(*ledger.Appended, *gitstore.PackWriter) (*gitstore.RefMove, error) {
-	return func(ap *ledger.Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error) {
-		add, who, err := DoneNote(ap)
+// name a receipt the ledger lacks. An append of several dones (a writer
+// lock's holder appending others' intents) writes one notes commit for
+// each, in ledger order, each the parent of the next: the commits those
+// dones appended one by one would have written.
+func BesideNote(repo *gitstore.Repo) *ledger.Beside {
+	return &ledger.Beside{Ref: NotesRef, Move: func(aps []*ledger.Appended, pw *gitstore.PackWriter) (*gitstore.RefMove, error) {
+		tip, t, err := notesTip(repo)
 		if err != nil {
 			return nil, err
 		}
-		move, _, err := notesMove(repo, []NoteAdd{add}, who, doneNotesMessage, pw)
-		return move, err
-	}
+		head := tip
+		for _, ap := range aps {
+			add, who, err := DoneNote(ap)
+			if err != nil {
+				return nil, err
+			}
+			if ok, err := addLine(t, add); err != nil {
+				return nil, err
+			} else if !ok {
+				continue
+			}
+			if head, err = notesCommit(t, head, who, doneNotesMessage, pw); err != nil {
+				return nil, err
+			}
+		}
+		if head == tip {
+			return nil, nil
+		}
+		return &gitstore.RefMove{Ref: NotesRef, Old: tip, New: head}, nil
+	}}
 }
 
 // MissingNotes returns the note line of every receipt s holds that the

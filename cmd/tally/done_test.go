@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/internal/testrepo"
 )
 
@@ -69,9 +72,9 @@ func syscallCounts(t *testing.T, strace, dir, actor string, args ...string) (fsy
 // with one round of fsyncs: the pack, its index, the two ref locks, the
 // pack directory, then each ref's directory after its rename (7, where the
 // receipt's append and the note's own made 10), four files created (the
-// pack, its index and the two locks, made as spares before the writer lock;
-// 6 before), and four renames (the pack's spare to its name, the index, the
-// two refs). A
+// pack, born as its .keep, its index and the two locks: a done that finds
+// the writer lock free makes them under it, as nobody waits; 6 before),
+// and three renames (the index, the two refs). A
 // second receipt of the same commit and text added with git notes are
 // kept in the note, which the receipt's check still finds.
 func TestDoneOneAppend(t *testing.T) {
@@ -86,8 +89,8 @@ func TestDoneOneAppend(t *testing.T) {
 	for _, cell := range []string{"w/a", "w/b"} {
 		before, _ := filepath.Glob(filepath.Join(r.dir, ".git", "objects", "pack", "*.pack"))
 		fsyncs, renames, creates := syscallCounts(t, strace, r.dir, "A", "done", cell, "--epoch", "1")
-		if fsyncs != 7 || renames != 4 || creates != 4 {
-			t.Errorf("done %s: %d fsyncs, %d renames, %d files created; want 7, 4 (the pack, the index, two refs) and 4", cell, fsyncs, renames, creates)
+		if fsyncs != 7 || renames != 3 || creates != 4 {
+			t.Errorf("done %s: %d fsyncs, %d renames, %d files created; want 7, 3 (the index, two refs) and 4", cell, fsyncs, renames, creates)
 		}
 		added := r.newPacks(before)
 		if len(added) != 1 {
@@ -114,46 +117,80 @@ func TestDoneOneAppend(t *testing.T) {
 	r.ok("A", "verify", "--full")
 }
 
-// A local append creates no file while it holds the writer lock: its pack,
-// the index and the ref locks (the ledger's, and the notes ref's for a
-// done) are spares made before the lock is taken, so the other writers of
-// the clone do not wait for ext4 allocating inodes. Every spare is used or
-// removed: none is left in objects/pack after a done, a note, or a done the
-// rules refuse.
+// An append that waits for the writer lock creates no file while it holds
+// it: its pack, the index and the ref locks (the ledger's, and the notes
+// ref's for a done) are spares made before it waited, so the writers
+// queued behind it do not wait for ext4 allocating inodes. A note makes
+// them before it asks for the lock; a done, which may hand its entries to
+// the lock's holder instead (FORMAT.md §9, "Group commit"), makes them
+// once it knows it will wait: when the lock is held by a writer that does
+// not take intents (here the test itself). A done that finds the lock free
+// makes its files under it, as nobody waits. Every spare is used or
+// removed: none is left in objects/pack after a done, a note, or a done
+// the rules refuse.
 func TestAppendCreatesNoFileUnderWriterLock(t *testing.T) {
 	strace := testrepo.Strace(t)
 	r := newRepo(t)
 	r.ok("A", "init")
-	r.ok("A", "plan", r.file("plan.yaml", "wave: w\ncells:\n  - id: a\n"))
+	r.ok("A", "plan", r.file("plan.yaml", "wave: w\ncells:\n  - id: a\n  - id: b\n"))
 	r.ok("A", "claim", "w/a")
+	r.ok("A", "claim", "w/b")
 	r.commit("work", "f.txt")
+	lockPath := filepath.Join(r.dir, ".git", "tally", "writer.lock")
+	spares := filepath.Join(r.dir, ".git", "objects", "pack", "tally-tmp-spare-*")
 	lockCall := regexp.MustCompile(`^(\d+) +flock\(\d+<([^>]*)>, (LOCK_\w+)`)
-	run := func(wantCode int, args ...string) {
+	// run runs tally args under strace (with held, while this test holds
+	// the writer lock, until tally has made its spares) and returns the
+	// files it created under the lock and how many spares it linked as ref
+	// locks there.
+	run := func(wantCode int, held bool, args ...string) (created []string, links int) {
 		t.Helper()
 		trace := filepath.Join(t.TempDir(), "trace")
 		cmd := exec.Command(strace, append([]string{"-f", "-qq", "-y", "-o", trace, "-e", "trace=flock,open,openat,link,linkat",
 			testrepo.Tally(t), "-C", r.dir, "--json"}, args...)...)
 		cmd.Env = testrepo.Env("TALLY_ACTOR=A")
-		out, err := cmd.CombinedOutput()
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		var wl *gitstore.WriterLock
+		if held {
+			var err error
+			if wl, err = gitstore.AcquireWriterLock(lockPath, time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+				if made, _ := filepath.Glob(spares); len(made) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("tally %v made no spares while the lock was held", args)
+				}
+			}
+			wl.Release()
+		}
+		err := cmd.Wait()
 		if code := cmd.ProcessState.ExitCode(); code != wantCode {
-			t.Fatalf("tally %v: exit %d, want %d: %v %s", args, code, wantCode, err, out)
+			t.Fatalf("tally %v: exit %d, want %d: %v %s", args, code, wantCode, err, out.String())
 		}
 		b, err := os.ReadFile(trace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		held, took, links := false, 0, 0
-		var created []string
+		locked, took := false, 0
 		for _, l := range straceJoin(string(b)) {
 			if m := lockCall.FindStringSubmatch(l); m != nil && strings.HasSuffix(m[2], "/tally/writer.lock") && !strings.Contains(l, "= -1") {
-				held = m[3] == "LOCK_EX"
-				if held {
+				locked = m[3] == "LOCK_EX"
+				if locked {
 					took++
 				}
 				continue
 			}
 			m := straceCall.FindStringSubmatch(l)
-			if m == nil || m[3] == "-1" || !held {
+			if m == nil || m[3] == "-1" || !locked {
 				continue
 			}
 			if strings.Contains(m[2], "O_CREAT") {
@@ -166,19 +203,25 @@ func TestAppendCreatesNoFileUnderWriterLock(t *testing.T) {
 		if took == 0 {
 			t.Fatalf("tally %v: no writer lock taken in the trace", args)
 		}
-		if len(created) > 0 {
-			t.Errorf("tally %v created files under the writer lock:\n%s", args, strings.Join(created, "\n"))
-		}
-		if wantCode == 0 && links == 0 {
-			t.Errorf("tally %v: no spare linked as a ref lock under the writer lock", args)
-		}
 		if left, _ := filepath.Glob(filepath.Join(r.dir, ".git", "objects", "pack", "tally-tmp-*")); len(left) > 0 {
 			t.Errorf("tally %v left %v", args, left)
 		}
+		return created, links
 	}
-	run(0, "done", "w/a", "--epoch", "1")
-	run(0, "note", "after")
-	run(2, "done", "w/a", "--epoch", "1") // the cell is done: refused
+	for _, c := range []struct {
+		held bool
+		args []string
+	}{{false, []string{"note", "after"}}, {true, []string{"done", "w/a", "--epoch", "1"}}} {
+		if created, links := run(0, c.held, c.args...); len(created) > 0 || links == 0 {
+			t.Errorf("tally %v: %d spares linked as ref locks under the writer lock, and created:\n%s", c.args, links, strings.Join(created, "\n"))
+		}
+	}
+	if created, _ := run(0, false, "done", "w/b", "--epoch", "1"); len(created) != 4 {
+		t.Errorf("a done that found the writer lock free created %d files under it; want its 4 files, made there", len(created))
+	}
+	if created, _ := run(2, false, "done", "w/a", "--epoch", "1"); len(created) > 0 { // the cell is done: refused
+		t.Errorf("a refused done created files under the writer lock:\n%s", strings.Join(created, "\n"))
+	}
 	r.git("fsck", "--strict", "--no-progress")
 	r.ok("A", "verify", "--full")
 }

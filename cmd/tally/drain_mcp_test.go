@@ -22,8 +22,13 @@ type mcpAgent struct {
 
 // mcpAgents makes drain's workers `tally mcp` servers of bin in dir.
 func mcpAgents(bin, dir string) func(string) (drainAgent, error) {
+	return mcpAgentsOf(func(actor string) *exec.Cmd { return exec.Command(bin, "-C", dir, "--actor", actor, "mcp") })
+}
+
+// mcpAgentsOf makes drain's workers the MCP servers serve(actor) runs.
+func mcpAgentsOf(serve func(actor string) *exec.Cmd) func(string) (drainAgent, error) {
 	return func(actor string) (drainAgent, error) {
-		cmd := exec.Command(bin, "-C", dir, "--actor", actor, "mcp")
+		cmd := serve(actor)
 		cmd.Env = testrepo.Env()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -209,6 +209,47 @@ func Missing(t testing.TB, why string) {
 	t.Skip(why)
 }
 
+// HandoverSocket is the name of the writer lock's hand-over socket (FORMAT.md
+// §9, "Group commit") of the clone whose common git directory is gitDir, as
+// /proc/net/unix shows it.
+func HandoverSocket(t testing.TB, gitDir string) string {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(gitDir, "tally", "writer.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return gitstore.HandoverName(st.Dev, st.Ino)
+}
+
+// AwaitSockets waits until a writer-lock holder listens on the socket
+// name and n-1 connections to it bear its name in /proc/net/unix (which
+// lists those not yet accepted too). A socket bound but not yet listening
+// refuses connections, so it does not count. It skips the test without
+// /proc/net/unix.
+func AwaitSockets(t testing.TB, name string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile("/proc/net/unix")
+		if err != nil {
+			t.Skipf("no /proc/net/unix to watch the hand-over socket: %v", err)
+		}
+		listening, got := false, 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 8 && f[7] == name {
+				got++
+				listening = listening || f[3] == "00010000" // __SO_ACCEPTCON: listen(2) was called
+			}
+		}
+		if listening && got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sockets named %s (a listener: %v), want %d", got, name, listening, n)
+		}
+	}
+}
+
 // Strace returns strace's path, for the tests that kill or hold tally at an
 // exact system call (Missing without it).
 func Strace(t testing.TB) string {

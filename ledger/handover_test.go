@@ -1,0 +1,253 @@
+package ledger_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// noteIntent is the intent of the tests' IntentDecoder: notes, appended as
+// Actor, each with its nonce; a note "refuse" is refused by the rules'
+// stand-in (USAGE).
+type noteIntent struct {
+	Actor string   `json:"actor"`
+	Texts []string `json:"texts"`
+	Nonce []string `json:"nonces"`
+}
+
+// noteBuild is the build of a note text with nonce, refused for "refuse".
+func noteBuild(text, nonce string) ledger.BuildFunc {
+	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
+		if text == "refuse" {
+			return nil, errs.New(errs.Usage, "refused %s", nonce)
+		}
+		return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: text}, Nonce: nonce}, nil
+	}
+}
+
+func decodeNotes(_ *ledger.Ledger, raw []byte) (*ledger.Group, error) {
+	var in noteIntent
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, err
+	}
+	g := &ledger.Group{Actor: in.Actor, Clock: time.Now()}
+	for i, text := range in.Texts {
+		g.Builds = append(g.Builds, noteBuild(text, in.Nonce[i]))
+	}
+	return g, nil
+}
+
+// handedNotes appends texts as actor through l.AppendHanded.
+func handedNotes(l *ledger.Ledger, actor string, texts ...string) ([]*ledger.Appended, error) {
+	in := noteIntent{Actor: actor, Texts: texts}
+	var builds []ledger.BuildFunc
+	for i, text := range texts {
+		var b [16]byte
+		rand.Read(b[:])
+		in.Nonce = append(in.Nonce, hex.EncodeToString(b[:]))
+		builds = append(builds, noteBuild(text, in.Nonce[i]))
+	}
+	raw, _ := json.Marshal(in)
+	return l.AppendHanded(actor, builds, ledger.Handed{Intent: raw, Nonces: in.Nonce})
+}
+
+// A writer that holds the writer lock appends, once its own append is
+// done, the intents other writers handed it meanwhile as one batch: one
+// pack and one move of the ledger's ref, each group on the state the one
+// before leaves. A group whose first entry is refused gets the refusal and
+// the others still land; a group whose later entry is refused stands with
+// the entries before it. Each writer gets its own entries, at their seqs,
+// and a connection that sends garbage, or nothing, does not disturb the
+// batch.
+func TestHandoverBatch(t *testing.T) {
+	dir := initRepo(t)
+	open := func() *ledger.Ledger {
+		l, err := ledger.Open(dir, ledger.Options{Intents: decodeNotes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.WaitMaintenance(); l.Close() })
+		return l
+	}
+	holder := open()
+	name := testrepo.HandoverSocket(t, gitDir(t, dir))
+	packs := func() int {
+		p, _ := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.pack"))
+		return len(p)
+	}
+	before := packs()
+	release := make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			<-release // the lock is held and the socket bound: the others hand over
+			return noteDraft("holder's own")(s, now)
+		})
+		held <- err
+	}()
+	testrepo.AwaitSockets(t, name, 1)
+
+	type outcome struct {
+		aps []*ledger.Appended
+		err error
+	}
+	requests := map[string][]string{"a": {"a1", "a2"}, "b": {"refuse"}, "c": {"c1", "refuse", "c3"}}
+	outcomes := map[string]chan outcome{}
+	for actor, texts := range requests {
+		outcomes[actor] = make(chan outcome, 1)
+		go func() {
+			aps, err := handedNotes(open(), actor, texts...)
+			outcomes[actor] <- outcome{aps, err}
+		}()
+	}
+	garbage, err := gitstore.DialHolder(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer garbage.Close()
+	garbage.Send([]byte("not an intent"))
+	silent, err := gitstore.DialHolder(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	testrepo.AwaitSockets(t, name, 1+len(requests)+2)
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+
+	a, b, c := <-outcomes["a"], <-outcomes["b"], <-outcomes["c"]
+	if a.err != nil || len(a.aps) != 2 || a.aps[1].Entry.Seq != a.aps[0].Entry.Seq+1 {
+		t.Fatalf("a: %v %v", a.aps, a.err)
+	}
+	if errs.CodeOf(b.err) != errs.Usage || !strings.Contains(b.err.Error(), "refused") || b.aps != nil {
+		t.Fatalf("b: %v, want its refusal", b.err)
+	}
+	if c.err != nil || len(c.aps) != 1 {
+		t.Fatalf("c: %v %v, want c1 alone", c.aps, c.err)
+	}
+	if _, err := garbage.Receive(64); err == nil {
+		t.Fatal("the garbage connection got an answer")
+	}
+	if got := packs() - before; got != 2 {
+		t.Fatalf("%d packs written, want 2: the holder's own append and one batch", got)
+	}
+	snap, err := holder.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Meta.Size != 5 {
+		t.Fatalf("%d entries, want genesis, the holder's and a1, a2, c1", snap.Meta.Size)
+	}
+	for _, ap := range append(a.aps, c.aps...) {
+		e, _, _, err := snap.Entry(ap.Entry.Seq)
+		if err != nil || e.Nonce != ap.Entry.Nonce || e.Actor != ap.Entry.Actor {
+			t.Fatalf("seq %d holds %+v (%v), the writer was told %+v", ap.Entry.Seq, e, err, ap.Entry)
+		}
+		if at, err := holder.CommitAt(snap.Commit, ap.Entry.Seq); err != nil || at != ap.Commit {
+			t.Fatalf("seq %d: commit %s, the writer was told %s", ap.Entry.Seq, at, ap.Commit)
+		}
+	}
+	if rep, err := holder.Verify(true); err != nil {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}
+
+// A writer whose holder took its intent and ended without answering
+// (killed) looks for its entries under the writer lock before it appends
+// anything: entries the holder appended for it are its outcome, found by
+// their nonces, and are not appended again; entries the holder never
+// appended are appended then. The holder here is the test itself, holding
+// the lock and the socket with gitstore's own pieces.
+func TestHandoverHolderGone(t *testing.T) {
+	for _, landed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+			dir := initRepo(t)
+			l := openLedger(t, dir)
+			wl, err := gitstore.AcquireWriterLock(filepath.Join(gitDir(t, dir), "tally", "writer.lock"), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := wl.Listen()
+			if ln == nil {
+				t.Fatal("cannot listen on the hand-over socket")
+			}
+			type outcome struct {
+				aps []*ledger.Appended
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				aps, err := handedNotes(openLedger(t, dir), "w", "n1", "n2")
+				done <- outcome{aps, err}
+			}()
+			testrepo.AwaitSockets(t, testrepo.HandoverSocket(t, gitDir(t, dir)), 2)
+			conns := ln.Take(1)
+			if len(conns) != 1 {
+				t.Fatalf("took %d intents, want the writer's", len(conns))
+			}
+			var in noteIntent
+			if err := json.Unmarshal(conns[0].Intent, &in); err != nil {
+				t.Fatal(err)
+			}
+			if err := conns[0].Send([]byte(`{"from":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			ln.Close()
+			if landed {
+				landOnRef(t, l, dir, in)
+			}
+			conns[0].Close() // the holder is gone: no answer
+			wl.Release()
+			out := <-done
+			if out.err != nil || len(out.aps) != 2 {
+				t.Fatalf("the writer's outcome: %v %v", out.aps, out.err)
+			}
+			snap, err := l.Head()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Meta.Size != 3 {
+				t.Fatalf("%d entries, want genesis and the writer's two, once", snap.Meta.Size)
+			}
+			for i, ap := range out.aps {
+				if ap.Entry.Nonce != in.Nonce[i] || ap.Entry.Seq != uint64(1+i) {
+					t.Fatalf("entry %d: %+v", i, ap.Entry)
+				}
+				if landed != errors.Is(ap.BesideErr, ledger.ErrRecovered) {
+					t.Fatalf("entry %d: BesideErr %v with landed %v", i, ap.BesideErr, landed)
+				}
+			}
+			if rep, err := l.Verify(true); err != nil {
+				t.Fatalf("verify: %v %+v", err, rep)
+			}
+		})
+	}
+}
+
+// landOnRef appends the intent's notes to the ledger at dir as its holder
+// would have before it died, while the test holds the writer lock: each
+// prepared with its nonce, then the ref moved with git.
+func landOnRef(t *testing.T, l *ledger.Ledger, dir string, in noteIntent) {
+	t.Helper()
+	for i, text := range in.Texts {
+		p, err := l.Prepare(in.Actor, noteBuild(text, in.Nonce[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gitIn(t, dir, nil, "update-ref", ledgerRef, p.Commit.String(), p.Parent.String())
+	}
+}
