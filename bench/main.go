@@ -336,8 +336,9 @@ func (b *bench) disk() {
 		die(err)
 	}
 	defer l.Close()
+	chunked := lease.ReceiptIndexChunked // as tally init writes it
 	if _, err := l.Append("bench", func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
-		return &ledger.Draft{Kind: chain.KindGenesis, Body: chain.GenesisBody{Origin: "disk"}}, nil
+		return &ledger.Draft{Kind: chain.KindGenesis, Body: chain.GenesisBody{Origin: "disk", ReceiptIndex: &chunked}}, nil
 	}); err != nil {
 		die(err)
 	}

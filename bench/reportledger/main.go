@@ -65,7 +65,8 @@ func main() {
 		notes(l, &now, int(s.Meta.Size), *entries)
 		return
 	}
-	one("lead", chain.KindGenesis, chain.GenesisBody{Origin: "report-bench"})
+	chunked := lease.ReceiptIndexChunked // as tally init writes it
+	one("lead", chain.KindGenesis, chain.GenesisBody{Origin: "report-bench", ReceiptIndex: &chunked})
 	const group, waveSize = 200, 2000
 	actor := func(i int) string { return fmt.Sprintf("agent-%d", i%8+1) }
 	batch := func(actors []string, kind chain.Kind, bodies []any) {
