@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
 	"time"
 
@@ -171,13 +172,16 @@ func (l *Ledger) handOver(socket, actor string, h Handed) handResult {
 		return handResult{}
 	}
 	b, err := c.Receive(takenSize)
-	if err != nil {
+	if errors.Is(err, io.EOF) { // closed before "taken": nothing of the intent can land
 		return handResult{}
 	}
+	// Any other first frame, even one too long or cut short, may be a
+	// "taken" this writer cannot read: the holder may append the intent,
+	// so only the ledger can say (from 0: a longer search, never a wrong one).
 	res := handResult{state: takenUnanswered}
 	var t wireTaken
-	if json.Unmarshal(b, &t) == nil {
-		res.from = t.From // else 0: a longer search, never a wrong one
+	if err == nil && json.Unmarshal(b, &t) == nil {
+		res.from = t.From
 	}
 	if b, err = c.Receive(gitstore.MaxAnswer); err != nil {
 		return res
@@ -248,12 +252,15 @@ func (l *Ledger) listen(wl *gitstore.WriterLock) *gitstore.HandoverListener {
 }
 
 // serve appends, under wl, the intents handed to this writer through ln
-// while it made its own append, as one batch.
-func (l *Ledger) serve(wl *gitstore.WriterLock, ln *gitstore.HandoverListener) {
-	if conns := ln.Take(batchIntents); len(conns) > 0 {
-		wl.Serving()
-		l.serveBatch(wl, conns)
+// while it made its own append, as one batch, and says whether a batch
+// was appended.
+func (l *Ledger) serve(wl *gitstore.WriterLock, ln *gitstore.HandoverListener) bool {
+	conns := ln.Take(batchIntents)
+	if len(conns) == 0 {
+		return false
 	}
+	wl.Serving()
+	return l.serveBatch(wl, conns)
 }
 
 // served is one group of a batch, and its requester (none for the
@@ -269,8 +276,8 @@ type served struct {
 // requester. An intent that does not decode is not taken (its connection
 // is closed). Every other requester hears "taken", with the ledger's size,
 // before anything of the batch can land, and its outcome once the batch is
-// durable.
-func (l *Ledger) serveBatch(wl *gitstore.WriterLock, conns []*gitstore.HandoverConn) {
+// durable. It says whether the batch was appended.
+func (l *Ledger) serveBatch(wl *gitstore.WriterLock, conns []*gitstore.HandoverConn) bool {
 	var ss []*served
 	for _, c := range conns {
 		if g, err := l.intents(l, c.Intent); err == nil && chain.ValidActor(g.Actor) == nil && len(g.Builds) > 0 {
@@ -280,14 +287,14 @@ func (l *Ledger) serveBatch(wl *gitstore.WriterLock, conns []*gitstore.HandoverC
 		}
 	}
 	if len(ss) == 0 {
-		return
+		return false
 	}
 	snap, err := l.Head()
 	if err != nil {
 		for _, s := range ss {
 			s.conn.Close()
 		}
-		return
+		return false
 	}
 	l.Lend(snap) // the batch builds on it
 	taken, _ := json.Marshal(wireTaken{From: snap.Meta.Size})
@@ -300,12 +307,17 @@ func (l *Ledger) serveBatch(wl *gitstore.WriterLock, conns []*gitstore.HandoverC
 	})
 	err = l.appendGroups(wl, ss)
 	for _, s := range ss {
-		if err != nil {
-			s.out, s.err = nil, err
+		// A batch that failed as a whole (not a refusal of a group: a
+		// write, or a ref move that may have renamed the ledger's ref and
+		// then failed) is not answered: each requester, told "taken",
+		// looks for its entries in the ledger (findMine), which alone can
+		// say whether they landed.
+		if err == nil {
+			s.conn.Send(encodeAnswer(s.out, s.err))
 		}
-		s.conn.Send(encodeAnswer(s.out, s.err))
 		s.conn.Close()
 	}
+	return err == nil
 }
 
 // appendGroups appends the groups of ss under wl as one batch (one pack,

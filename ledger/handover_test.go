@@ -27,11 +27,15 @@ type noteIntent struct {
 	Nonce []string `json:"nonces"`
 }
 
-// noteBuild is the build of a note text with nonce, refused for "refuse".
+// noteBuild is the build of a note text with nonce, refused for "refuse"
+// and failing (not a refusal: the whole batch fails) for "fail".
 func noteBuild(text, nonce string) ledger.BuildFunc {
 	return func(*ledger.Snapshot, time.Time) (*ledger.Draft, error) {
-		if text == "refuse" {
+		switch text {
+		case "refuse":
 			return nil, errs.New(errs.Usage, "refused %s", nonce)
+		case "fail":
+			return nil, errs.New(errs.Internal, "failed %s", nonce)
 		}
 		return &ledger.Draft{Kind: "note", Body: lease.NoteBody{Text: text}, Nonce: nonce}, nil
 	}
@@ -166,15 +170,84 @@ func TestHandoverBatch(t *testing.T) {
 	}
 }
 
+// A batch that fails as a whole (a build error that is not a refusal, as a
+// failed write would be) is not answered with that error: each requester
+// looks in the ledger and, finding nothing, appends its intent itself, so a
+// writer whose intent merely shared the batch still lands, and the one
+// whose build fails gets its own failure.
+func TestHandoverBatchFailed(t *testing.T) {
+	dir := initRepo(t)
+	holder, err := ledger.Open(dir, ledger.Options{Intents: decodeNotes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.WaitMaintenance(); holder.Close() })
+	name := testrepo.HandoverSocket(t, gitDir(t, dir))
+	release := make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			<-release
+			return noteDraft("holder's own")(s, now)
+		})
+		held <- err
+	}()
+	testrepo.AwaitSockets(t, name, 1)
+	type outcome struct {
+		aps []*ledger.Appended
+		err error
+	}
+	outcomes := map[string]chan outcome{}
+	for actor, text := range map[string]string{"x": "fail", "y": "y1"} {
+		outcomes[actor] = make(chan outcome, 1)
+		go func() {
+			l, err := ledger.Open(dir, ledger.Options{Intents: decodeNotes})
+			if err != nil {
+				outcomes[actor] <- outcome{nil, err}
+				return
+			}
+			defer l.Close()
+			aps, err := handedNotes(l, actor, text)
+			outcomes[actor] <- outcome{aps, err}
+		}()
+	}
+	testrepo.AwaitSockets(t, name, 3)
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	x, y := <-outcomes["x"], <-outcomes["y"]
+	if errs.CodeOf(x.err) != errs.Internal || !strings.Contains(x.err.Error(), "failed") {
+		t.Fatalf("x: %v %v, want its own build's failure", x.aps, x.err)
+	}
+	if y.err != nil || len(y.aps) != 1 || errors.Is(y.aps[0].BesideErr, ledger.ErrRecovered) {
+		t.Fatalf("y: %v %v, want y1 appended by y itself", y.aps, y.err)
+	}
+	snap, err := holder.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Meta.Size != 3 {
+		t.Fatalf("%d entries, want genesis, the holder's and y1", snap.Meta.Size)
+	}
+}
+
 // A writer whose holder took its intent and ended without answering
 // (killed) looks for its entries under the writer lock before it appends
 // anything: entries the holder appended for it are its outcome, found by
 // their nonces, and are not appended again; entries the holder never
 // appended are appended then. The holder here is the test itself, holding
-// the lock and the socket with gitstore's own pieces.
+// the lock and the socket with gitstore's own pieces. A "taken" frame the
+// writer cannot read (longer than any it knows) still counts as taken: the
+// holder may have appended the intent, so the writer searches from seq 0.
 func TestHandoverHolderGone(t *testing.T) {
-	for _, landed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+	long := fmt.Sprintf(`{"from":1,"pad":%q}`, strings.Repeat("x", 100))
+	for _, tc := range []struct {
+		landed bool
+		taken  string
+	}{{true, `{"from":1}`}, {false, `{"from":1}`}, {true, long}, {false, long}} {
+		landed := tc.landed
+		t.Run(fmt.Sprintf("landed=%v/taken=%d bytes", landed, len(tc.taken)), func(t *testing.T) {
 			dir := initRepo(t)
 			l := openLedger(t, dir)
 			wl, err := gitstore.AcquireWriterLock(filepath.Join(gitDir(t, dir), "tally", "writer.lock"), time.Second)
@@ -203,7 +276,7 @@ func TestHandoverHolderGone(t *testing.T) {
 			if err := json.Unmarshal(conns[0].Intent, &in); err != nil {
 				t.Fatal(err)
 			}
-			if err := conns[0].Send([]byte(`{"from":1}`)); err != nil {
+			if err := conns[0].Send([]byte(tc.taken)); err != nil {
 				t.Fatal(err)
 			}
 			ln.Close()
