@@ -106,7 +106,7 @@ func (c *Client) appendSteps(steps []handStep) ([]*ledger.Appended, error) {
 	builds := make([]ledger.BuildFunc, len(steps))
 	nonces := make([]string, len(steps))
 	for i := range steps {
-		steps[i].Nonce = newNonce()
+		steps[i].Nonce = ledger.NewNonce()
 		nonces[i] = steps[i].Nonce
 		b, err := steps[i].build(c.L, local)
 		if err != nil {

@@ -2,8 +2,6 @@ package tally
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"time"
@@ -90,7 +88,7 @@ func (c *Client) claimRequest(n NextClaim) (*LeaseResult, error) {
 		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
 	self := n.Holder.id()
-	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, NextClaim: n, Nonce: newNonce()}
+	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, NextClaim: n, Nonce: ledger.NewNonce()}
 	intent := func(have gitstore.ObjectID, sent int) ([]byte, error) {
 		in.Have, in.Sent = "", 0
 		if !have.IsZero() {
@@ -112,20 +110,12 @@ func (c *Client) claimRequest(n NextClaim) (*LeaseResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, ok := claimOf(&ap.Applied)
-	granted, isGrant := ap.Result.Effect.(*lease.Granted)
+	_, ok := claimOf(&ap.Applied)
+	_, isGrant := ap.Result.Effect.(*lease.Granted)
 	if !ok || !isGrant || ap.Entry.Actor != c.Actor {
 		return nil, errs.New(errs.RemoteRejected, "remote %s answered the request with entry %d, which is not a claim granted to %s", c.Remote(), ap.Entry.Seq, c.Actor)
 	}
-	return &LeaseResult{appendedOf(ap), b.CellRef, granted}, nil
-}
-
-// newNonce is a fresh nonce: 16 random bytes in lowercase hex, as every
-// entry and request carries one.
-func newNonce() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+	return leaseResult(ap), nil
 }
 
 // claimOf is the claim body of an applied entry (ok false for other kinds).

@@ -141,8 +141,9 @@ func (l *Ledger) holding(wl *gitstore.WriterLock, spares *gitstore.Spares, own f
 	}
 	ln := l.listen(wl)
 	out, err := own()
+	served := false
 	if ln != nil {
-		l.serve(wl, ln)
+		served = l.serve(wl, ln)
 		ln.Close() // before the release: no intent reaches a writer that no longer holds the lock
 	}
 	// The next writer waits for the lock: maintenance (unmapping the packs
@@ -150,7 +151,7 @@ func (l *Ledger) holding(wl *gitstore.WriterLock, spares *gitstore.Spares, own f
 	// process) comes after its release.
 	wl.Release()
 	endHold()
-	if err == nil {
+	if err == nil || served { // a refused holder's batch wrote a pack too
 		l.maybePack()
 	}
 	return out, err
@@ -389,26 +390,26 @@ func (l *Ledger) Prepare(actor string, build BuildFunc) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, parent, pw, err := l.prepareOn(tip, actor, []BuildFunc{build})
+	out, pw, err := l.prepareOn(tip, actor, []BuildFunc{build})
 	if err != nil {
 		return nil, err
 	}
 	if _, err := pw.WriteTo(l.Repo.ObjectDir); err != nil {
 		return nil, err
 	}
-	return &Prepared{Appended: *out[0], Parent: parent}, nil
+	return &Prepared{Appended: *out[0], Parent: tip}, nil
 }
 
 // prepareOn builds entries on tip, each on the state the previous one
-// leaves, and returns them with tip and the objects to write.
-func (l *Ledger) prepareOn(tip gitstore.ObjectID, actor string, builds []BuildFunc) ([]*Appended, gitstore.ObjectID, *gitstore.PackWriter, error) {
+// leaves, and returns them with the objects to write.
+func (l *Ledger) prepareOn(tip gitstore.ObjectID, actor string, builds []BuildFunc) ([]*Appended, *gitstore.PackWriter, error) {
 	snap, err := l.SnapshotAt(tip)
 	if err != nil {
-		return nil, tip, nil, err
+		return nil, nil, err
 	}
 	pw := gitstore.NewPackWriter()
 	out, err := l.buildAll(snap, actor, time.Time{}, builds, pw)
-	return out, tip, pw, err
+	return out, pw, err
 }
 
 // buildAll builds entries on snap, each on the state the previous one
@@ -455,7 +456,7 @@ func (l *Ledger) build(snap *Snapshot, actor string, clock time.Time, build Buil
 	}
 	nonce := draft.Nonce
 	if nonce == "" {
-		nonce = newNonce()
+		nonce = NewNonce()
 	}
 	e := &chain.Entry{V: chain.FormatVersion, Seq: snap.Meta.Size, Kind: draft.Kind, Prev: snap.Meta.Head,
 		TS: chain.FormatTime(now), Actor: actor, Nonce: nonce, Body: body}
@@ -530,7 +531,9 @@ func entryTime(snap *Snapshot, clock time.Time) time.Time {
 	return now
 }
 
-func newNonce() string {
+// NewNonce is a fresh nonce: 16 random bytes in lowercase hex, as every
+// entry, hand-over step and sequencer request carries one.
+func NewNonce() string {
 	var b [16]byte
 	crand.Read(b[:])
 	return hex.EncodeToString(b[:])

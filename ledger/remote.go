@@ -280,7 +280,7 @@ func (l *Ledger) AppendRemote(remote, actor string, builds []BuildFunc) ([]*Appe
 				pending = nil
 			}
 		}
-		out, _, pw, err := l.prepareOn(base, actor, builds)
+		out, pw, err := l.prepareOn(base, actor, builds)
 		if err != nil {
 			if !fetch && errs.From(err).Class() != errs.Integrity {
 				// Refused on a possibly stale tip: decide on the current one.
