@@ -80,9 +80,10 @@ func IsChunkDir(name string) bool {
 
 // ReadReceipts returns the receipts indexed at key (ReceiptKey or TreeKey),
 // in seq order: the head's, then each chunk's (empty when there are none).
-// It is the one reader of the index: the done rule, receipt show and
-// verify, notes and the notes push rule all read it here. It reads every
-// chunk, so its cost is the receipts the key has.
+// It is the one reader of a whole list: receipt show and verify, notes and
+// the notes push rule read it here (the done rule reads only the count
+// and the last blob, addReceipt). It reads every chunk, so its cost is
+// the receipts the key has.
 func ReadReceipts(kv chain.KV, key string) (*ReceiptIndex, error) {
 	t := newTxn(kv)
 	ix, _, err := t.receiptBlob(key)

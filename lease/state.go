@@ -136,14 +136,7 @@ func (t *txn) get(key string) ([]byte, bool, error) {
 func (t *txn) Get(key string) ([]byte, bool, error) { return t.get(key) }
 
 func (t *txn) load(key string, v any) (bool, error) {
-	b, ok, err := t.get(key)
-	if err != nil || !ok {
-		return false, err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, errs.Wrap(errs.Corrupt, err, "state %s", key)
-	}
-	return true, nil
+	return t.loadWith(key, v, json.Unmarshal)
 }
 
 // loadStrict is load for a blob whose every member a reader must
@@ -151,11 +144,17 @@ func (t *txn) load(key string, v any) (bool, error) {
 // not decode as v. (Its bytes are verify's to check: a state blob must be
 // exactly what the rules write, §10 step 6.)
 func (t *txn) loadStrict(key string, v any) (bool, error) {
+	return t.loadWith(key, v, decodeBody)
+}
+
+// loadWith reads the blob at key into v with decode: false when there is
+// none, CORRUPT when it does not decode.
+func (t *txn) loadWith(key string, v any, decode func([]byte, any) error) (bool, error) {
 	b, ok, err := t.get(key)
 	if err != nil || !ok {
 		return false, err
 	}
-	if err := decodeBody(b, v); err != nil {
+	if err := decode(b, v); err != nil {
 		return false, errs.Wrap(errs.Corrupt, err, "state %s", key)
 	}
 	return true, nil

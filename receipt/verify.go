@@ -123,8 +123,9 @@ func treeOf(l *ledger.Ledger, commit string) (gitstore.ObjectID, error) {
 }
 
 // Find returns the receipts the state indexes under the commit, else under
-// its tree (the match says which): one state read each, never a scan of the
-// chain. None is RECEIPT-MISSING.
+// its tree (the match says which): the key's index blobs (its head, count
+// and chunks: 3 + n/16 reads for n receipts), never a scan of the chain.
+// None is RECEIPT-MISSING.
 func Find(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (string, []lease.ReceiptRef, error) {
 	ix, err := lease.ReadReceipts(s, lease.ReceiptKey(commit.String()))
 	if err != nil || len(ix.Receipts) > 0 {
