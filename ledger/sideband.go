@@ -333,7 +333,9 @@ func (p *sentParser) line(f []string) bool {
 // it (whatever line brought it, a delta too: each is applied once, to a
 // base already whole, so a chain costs no more than its links), or else
 // one this clone stores (read once; all such bases within sentMaxBytes,
-// each one's declared size checked before it is read). The result, of the
+// each one's declared size checked before it is read and its real size
+// after: the read itself is as large as the object the server names,
+// FORMAT.md §9b). The result, of the
 // base's type (a commit, tree or blob), must fit in what is left of
 // sentMaxBytes, checked from the delta's header before the base is read
 // and again before anything is allocated for the result
