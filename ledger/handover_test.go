@@ -67,6 +67,57 @@ func handedNotes(l *ledger.Ledger, actor string, texts ...string) ([]*ledger.App
 	return l.AppendHanded(actor, builds, ledger.Handed{Intent: raw, Nonces: in.Nonce})
 }
 
+// servingLedger opens the ledger at dir as a writer that serves hand-overs
+// of the tests' intents.
+func servingLedger(t *testing.T, dir string) *ledger.Ledger {
+	l, err := ledger.Open(dir, ledger.Options{Intents: decodeNotes})
+	if err != nil {
+		t.Error(err) // callable from a goroutine
+		return nil
+	}
+	t.Cleanup(func() { l.WaitMaintenance(); l.Close() })
+	return l
+}
+
+// holdWriterLock starts a serving writer's own append, which holds the
+// writer lock, with its socket bound, until release; release returns the
+// append's error once the holder is done (its batch served).
+func holdWriterLock(t *testing.T, dir string) (holder *ledger.Ledger, release func() error) {
+	holder = servingLedger(t, dir)
+	proceed, held := make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := holder.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			<-proceed // the lock is held and the socket bound: the others hand over
+			return noteDraft("holder's own")(s, now)
+		})
+		held <- err
+	}()
+	testrepo.AwaitSockets(t, testrepo.HandoverSocket(t, gitDir(t, dir)), 1)
+	return holder, func() error { close(proceed); return <-held }
+}
+
+// handOutcome is what a writer's AppendHanded returned.
+type handOutcome struct {
+	aps []*ledger.Appended
+	err error
+}
+
+// handOver hands texts, as actor, from a writer of its own, and delivers
+// its outcome on the channel.
+func handOver(t *testing.T, dir, actor string, texts ...string) chan handOutcome {
+	out := make(chan handOutcome, 1)
+	go func() {
+		l := servingLedger(t, dir)
+		if l == nil {
+			out <- handOutcome{err: errors.New("cannot open the ledger")}
+			return
+		}
+		aps, err := handedNotes(l, actor, texts...)
+		out <- handOutcome{aps, err}
+	}()
+	return out
+}
+
 // A writer that holds the writer lock appends, once its own append is
 // done, the intents other writers handed it meanwhile as one batch: one
 // pack and one move of the ledger's ref, each group on the state the one
@@ -77,44 +128,17 @@ func handedNotes(l *ledger.Ledger, actor string, texts ...string) ([]*ledger.App
 // batch.
 func TestHandoverBatch(t *testing.T) {
 	dir := initRepo(t)
-	open := func() *ledger.Ledger {
-		l, err := ledger.Open(dir, ledger.Options{Intents: decodeNotes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.WaitMaintenance(); l.Close() })
-		return l
-	}
-	holder := open()
 	name := testrepo.HandoverSocket(t, gitDir(t, dir))
 	packs := func() int {
 		p, _ := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.pack"))
 		return len(p)
 	}
 	before := packs()
-	release := make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		_, err := holder.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
-			<-release // the lock is held and the socket bound: the others hand over
-			return noteDraft("holder's own")(s, now)
-		})
-		held <- err
-	}()
-	testrepo.AwaitSockets(t, name, 1)
-
-	type outcome struct {
-		aps []*ledger.Appended
-		err error
-	}
+	holder, release := holdWriterLock(t, dir)
 	requests := map[string][]string{"a": {"a1", "a2"}, "b": {"refuse"}, "c": {"c1", "refuse", "c3"}}
-	outcomes := map[string]chan outcome{}
+	outcomes := map[string]chan handOutcome{}
 	for actor, texts := range requests {
-		outcomes[actor] = make(chan outcome, 1)
-		go func() {
-			aps, err := handedNotes(open(), actor, texts...)
-			outcomes[actor] <- outcome{aps, err}
-		}()
+		outcomes[actor] = handOver(t, dir, actor, texts...)
 	}
 	garbage, err := gitstore.DialHolder(name)
 	if err != nil {
@@ -128,8 +152,7 @@ func TestHandoverBatch(t *testing.T) {
 	}
 	defer silent.Close()
 	testrepo.AwaitSockets(t, name, 1+len(requests)+2)
-	close(release)
-	if err := <-held; err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -177,46 +200,13 @@ func TestHandoverBatch(t *testing.T) {
 // whose build fails gets its own failure.
 func TestHandoverBatchFailed(t *testing.T) {
 	dir := initRepo(t)
-	holder, err := ledger.Open(dir, ledger.Options{Intents: decodeNotes})
-	if err != nil {
+	holder, release := holdWriterLock(t, dir)
+	xc, yc := handOver(t, dir, "x", "fail"), handOver(t, dir, "y", "y1")
+	testrepo.AwaitSockets(t, testrepo.HandoverSocket(t, gitDir(t, dir)), 3)
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.WaitMaintenance(); holder.Close() })
-	name := testrepo.HandoverSocket(t, gitDir(t, dir))
-	release := make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		_, err := holder.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
-			<-release
-			return noteDraft("holder's own")(s, now)
-		})
-		held <- err
-	}()
-	testrepo.AwaitSockets(t, name, 1)
-	type outcome struct {
-		aps []*ledger.Appended
-		err error
-	}
-	outcomes := map[string]chan outcome{}
-	for actor, text := range map[string]string{"x": "fail", "y": "y1"} {
-		outcomes[actor] = make(chan outcome, 1)
-		go func() {
-			l, err := ledger.Open(dir, ledger.Options{Intents: decodeNotes})
-			if err != nil {
-				outcomes[actor] <- outcome{nil, err}
-				return
-			}
-			defer l.Close()
-			aps, err := handedNotes(l, actor, text)
-			outcomes[actor] <- outcome{aps, err}
-		}()
-	}
-	testrepo.AwaitSockets(t, name, 3)
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
-	x, y := <-outcomes["x"], <-outcomes["y"]
+	x, y := <-xc, <-yc
 	if errs.CodeOf(x.err) != errs.Internal || !strings.Contains(x.err.Error(), "failed") {
 		t.Fatalf("x: %v %v, want its own build's failure", x.aps, x.err)
 	}
