@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
+	"github.com/tally-dev/tally/identity"
 	"github.com/tally-dev/tally/internal/testrepo"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
@@ -22,10 +24,16 @@ import (
 // Actor, each with its nonce; a note "refuse" is refused by the rules'
 // stand-in (USAGE).
 type noteIntent struct {
-	Actor string   `json:"actor"`
-	Texts []string `json:"texts"`
-	Nonce []string `json:"nonces"`
+	Actor string    `json:"actor"`
+	Now   time.Time `json:"now"`
+	Texts []string  `json:"texts"`
+	Nonce []string  `json:"nonces"`
 }
+
+// requesterClock is the clock the tests' requesters put in their intents:
+// an hour ahead of the holder's, so that an entry a holder appended at its
+// own time instead shows.
+var requesterClock = time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 
 // noteBuild is the build of a note text with nonce, refused for "refuse"
 // and failing (not a refusal: the whole batch fails) for "fail".
@@ -46,7 +54,7 @@ func decodeNotes(_ *ledger.Ledger, raw []byte) (*ledger.Group, error) {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, err
 	}
-	g := &ledger.Group{Actor: in.Actor, Clock: time.Now()}
+	g := &ledger.Group{Actor: in.Actor, Clock: in.Now}
 	for i, text := range in.Texts {
 		g.Builds = append(g.Builds, noteBuild(text, in.Nonce[i]))
 	}
@@ -55,7 +63,7 @@ func decodeNotes(_ *ledger.Ledger, raw []byte) (*ledger.Group, error) {
 
 // handedNotes appends texts as actor through l.AppendHanded.
 func handedNotes(l *ledger.Ledger, actor string, texts ...string) ([]*ledger.Appended, error) {
-	in := noteIntent{Actor: actor, Texts: texts}
+	in := noteIntent{Actor: actor, Now: requesterClock, Texts: texts}
 	var builds []ledger.BuildFunc
 	for i, text := range texts {
 		var b [16]byte
@@ -180,6 +188,9 @@ func TestHandoverBatch(t *testing.T) {
 		t.Fatalf("%d entries, want genesis, the holder's and a1, a2, c1", snap.Meta.Size)
 	}
 	for _, ap := range append(a.aps, c.aps...) {
+		if ap.Entry.TS != chain.FormatTime(requesterClock) {
+			t.Fatalf("seq %d at %s, want its writer's time %s, not the holder's", ap.Entry.Seq, ap.Entry.TS, chain.FormatTime(requesterClock))
+		}
 		e, _, _, err := snap.Entry(ap.Entry.Seq)
 		if err != nil || e.Nonce != ap.Entry.Nonce || e.Actor != ap.Entry.Actor {
 			t.Fatalf("seq %d holds %+v (%v), the writer was told %+v", ap.Entry.Seq, e, err, ap.Entry)
@@ -312,5 +323,43 @@ func landOnRef(t *testing.T, l *ledger.Ledger, dir string, in noteIntent) {
 			t.Fatal(err)
 		}
 		gitIn(t, dir, nil, "update-ref", ledgerRef, p.Commit.String(), p.Parent.String())
+	}
+}
+
+// A writer that signs its entries never serves hand-overs (a holder must
+// never append another's entries under its own key): while it holds the
+// writer lock nobody listens on the socket, where an unsigned writer
+// does.
+func TestSigningWriterDoesNotServe(t *testing.T) {
+	dir := initRepo(t)
+	signer, _ := sigKey(t, t.TempDir(), "alice")
+	name := testrepo.HandoverSocket(t, gitDir(t, dir))
+	for _, tc := range []struct {
+		signer *identity.Signer
+		serves bool
+	}{{nil, true}, {signer, false}} {
+		l, err := ledger.Open(dir, ledger.Options{Signer: tc.signer, Intents: decodeNotes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dialErr error
+		// The signed note may be refused (alice has no key registered):
+		// only what listened while the lock was held matters.
+		l.Append("alice", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			c, err := gitstore.DialHolder(name)
+			if err == nil {
+				c.Close()
+			}
+			dialErr = err
+			return noteDraft("under the lock")(s, now)
+		})
+		l.WaitMaintenance()
+		l.Close()
+		if tc.serves && dialErr != nil {
+			t.Fatalf("an unsigned holder: dial %v, want it listening", dialErr)
+		}
+		if !tc.serves && !errors.Is(dialErr, gitstore.ErrNoHolder) {
+			t.Fatalf("a signing holder: dial %v, want nobody listening", dialErr)
+		}
 	}
 }
