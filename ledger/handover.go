@@ -95,20 +95,14 @@ func (l *Ledger) AppendHanded(actor string, builds []BuildFunc, h Handed) ([]*Ap
 		return nil, err
 	}
 	own := &Group{Actor: actor, Builds: builds}
-	if l.signer != nil || len(h.Intent) > gitstore.MaxIntent || len(h.Nonces) != len(builds) {
-		spares := l.makeSpares()
-		defer spares.Remove()
-		wl, err := l.lockWriter()
-		if err != nil {
-			return nil, err
-		}
-		return l.holding(wl, spares, func() ([]*Appended, error) { return l.appendGroup(wl, own) })
-	}
+	canHand := l.signer == nil && len(h.Intent) <= gitstore.MaxIntent && len(h.Nonces) == len(builds)
 	var res handResult
 	var spares *gitstore.Spares
 	wl, handed, err := l.lockWriterOr(func(socket string) bool {
-		if res = l.handOver(socket, actor, h); res.state == answered {
-			return true
+		if canHand {
+			if res = l.handOver(socket, actor, h); res.state == answered {
+				return true
+			}
 		}
 		spares = l.makeSpares() // before the wait, as AppendBatch makes them
 		return false
