@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -361,5 +362,66 @@ func TestSigningWriterDoesNotServe(t *testing.T) {
 		if !tc.serves && !errors.Is(dialErr, gitstore.ErrNoHolder) {
 			t.Fatalf("a signing holder: dial %v, want nobody listening", dialErr)
 		}
+	}
+}
+
+// A holder serves one batch, the intents handed to it while it made its
+// own append: a writer that connects while that batch is being built is
+// not served by this holder (its connection is reset when the holder
+// closes the socket, so it waits for the lock and appends itself).
+func TestHandoverOneBatch(t *testing.T) {
+	dir := initRepo(t)
+	name := testrepo.HandoverSocket(t, gitDir(t, dir))
+	late := make(chan *gitstore.HolderConn, 1)
+	dialed := false // decode runs on the holder's goroutine alone
+	decode := func(l *ledger.Ledger, raw []byte) (*ledger.Group, error) {
+		if !dialed { // the batch is being built: another writer comes
+			dialed = true
+			c, err := gitstore.DialHolder(name)
+			if err != nil {
+				return nil, err
+			}
+			in, _ := json.Marshal(noteIntent{Actor: "late", Now: requesterClock, Texts: []string{"late"}, Nonce: []string{"00"}})
+			if err := c.Send(in); err != nil {
+				return nil, err
+			}
+			late <- c
+		}
+		return decodeNotes(l, raw)
+	}
+	holder, err := ledger.Open(dir, ledger.Options{Intents: decode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.WaitMaintenance(); holder.Close() })
+	proceed, held := make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := holder.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			<-proceed
+			return noteDraft("holder's own")(s, now)
+		})
+		held <- err
+	}()
+	testrepo.AwaitSockets(t, name, 1)
+	early := handOver(t, dir, "early", "e1")
+	testrepo.AwaitSockets(t, name, 2)
+	close(proceed)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if e := <-early; e.err != nil || len(e.aps) != 1 {
+		t.Fatalf("early: %v %v, want e1 served", e.aps, e.err)
+	}
+	c := <-late
+	defer c.Close()
+	if b, err := c.Receive(64); !errors.Is(err, io.EOF) {
+		t.Fatalf("the writer that came during the batch got %q (%v), want its connection closed untaken", b, err)
+	}
+	snap, err := holder.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Meta.Size != 3 {
+		t.Fatalf("%d entries, want genesis, the holder's and e1", snap.Meta.Size)
 	}
 }
