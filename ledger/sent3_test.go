@@ -284,3 +284,44 @@ func decodesTo(l string, id gitstore.ObjectID) bool {
 	o, err := gitstore.DecodeEntry(e, 1<<20)
 	return err == nil && o.ID() == id
 }
+
+// A delta is sent only where its line is shorter than the object's entry
+// line: a blob rewritten with new random bytes at every entry (a delta of
+// it is all insert, longer than its compressed entry) goes as an entry
+// each time, while the trees around it still go as deltas.
+func TestSentRangeForm3DeltaOnlyWhenShorter(t *testing.T) {
+	const n = 4
+	noise := func(k int) []byte {
+		b := make([]byte, 512)
+		r := rand.New(rand.NewPCG(uint64(k), 1))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	x := newForm3Fixture(t, n, func(k int, tr *gitstore.Tree) { must(t, tr.Set("noise", noise(k))) })
+	want := map[gitstore.ObjectID]bool{}
+	for k := 1; k <= n; k++ {
+		want[gitstore.HashObject(gitstore.BlobObject, noise(k))] = true
+	}
+	asEntries := 0
+	for _, l := range x.f3 {
+		f := strings.Fields(l)
+		if len(f) != 2 || f[0] != sentEntry {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := gitstore.DecodeEntry(b, 1<<20); err == nil && want[o.ID()] {
+			asEntries++
+		}
+	}
+	if asEntries != n || len(deltaLines(x.f3)) < n {
+		t.Fatalf("%d of the %d random blobs went as entries (want all), beside %d delta lines", asEntries, n, len(deltaLines(x.f3)))
+	}
+	if x.parse(x.f3) == nil {
+		t.Fatal("the client refused the range")
+	}
+}
