@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -371,40 +372,43 @@ func checkNoteChange(db *gitstore.ObjectDB, s *ledger.Snapshot, before, after *g
 	if err != nil {
 		return bad("a %s note on %s, which is not a commit here: %v", NotesRef, name, err)
 	}
-	valid, err := noteLinesOf(s, commit, c.Tree)
-	if err != nil {
-		return err
-	}
 	for _, line := range strings.Split(strings.TrimSuffix(added, "\n"), "\n") {
-		if !valid[line] {
+		if ok, err := validNoteLine(s, commit, c.Tree, line); err != nil {
+			return err
+		} else if !ok {
 			return bad("the %s note line %q on %s names no receipt of that commit (or its tree) in the ledger", NotesRef, line, name).With("note", line)
 		}
 	}
 	return nil
 }
 
-// noteLinesOf returns the note lines of the receipts s holds for commit,
-// and for other commits of its tree (a rebase may copy their notes); none
-// without a ledger (s nil). It is the one definition of a valid note line:
-// the notes push rule (CheckNotesPush) and receipt verify (checkNotes) both
-// use it.
-func noteLinesOf(s *ledger.Snapshot, commit, tree gitstore.ObjectID) (map[string]bool, error) {
-	lines := map[string]bool{}
+// validNoteLine reports whether line is the note line (§5) of a receipt s
+// holds for commit, or for another commit of its tree (a rebase may copy
+// notes); never without a ledger (s nil). The line names its entry's seq,
+// so only that entry is read: a done entry whose commit or tree is these
+// (the done rule indexes every receipt under both) and whose own note line
+// is exactly line. It is the one definition of a valid note line: the
+// notes push rule (CheckNotesPush), sync's choice of lines to push and
+// receipt verify (checkNotes) all ask it.
+func validNoteLine(s *ledger.Snapshot, commit, tree gitstore.ObjectID, line string) (bool, error) {
 	if s == nil {
-		return lines, nil
+		return false, nil
 	}
-	for _, key := range []string{lease.ReceiptKey(commit.String()), lease.TreeKey(tree.String())} {
-		ix, err := lease.ReadReceipts(s, key)
-		if err != nil {
-			return nil, err
-		}
-		for _, ref := range ix.Receipts {
-			r, err := readReceipt(s, ref.Seq)
-			if err != nil {
-				return nil, err
-			}
-			lines[r.noteLine(s.Meta.Origin)] = true
-		}
+	origin := s.Meta.Origin
+	rest, ok := strings.CutPrefix(line, "tally-receipt origin="+origin+" seq=")
+	if !ok {
+		return false, nil
 	}
-	return lines, nil
+	digits, _, _ := strings.Cut(rest, " ")
+	seq, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || seq >= s.Meta.Size {
+		return false, nil
+	}
+	r, err := readReceipt(s, seq)
+	if errs.CodeOf(err) == errs.ReceiptInvalid {
+		return false, nil // not a done entry: it names no receipt
+	} else if err != nil {
+		return false, err
+	}
+	return (r.DoneBody.Commit == commit.String() || r.DoneBody.Tree == tree.String()) && r.noteLine(origin) == line, nil
 }

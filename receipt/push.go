@@ -94,7 +94,7 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	valid := map[string]map[string]bool{} // commit -> the note lines s holds for it
+	trees := map[string]*gitstore.ObjectID{} // commit -> its tree; nil: not a commit here
 	// A note on a commit the server does not have is refused there, so only
 	// notes of commits this clone knows the remote holds are sent (for a
 	// remote given as a URL, which has no remote-tracking refs, all are).
@@ -107,16 +107,22 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 		if only != nil && !only[obj] {
 			return false
 		}
-		if _, ok := valid[obj]; !ok {
-			valid[obj] = map[string]bool{}
-			if id, err := gitstore.ParseObjectID(obj); err == nil {
-				if c, err := db.ReadCommit(id); err == nil {
-					valid[obj], _ = noteLinesOf(s, id, c.Tree)
-				}
-			}
+		id, err := gitstore.ParseObjectID(obj)
+		if err != nil {
+			return false
 		}
-		if !valid[obj][line] || known == nil {
-			return valid[obj][line]
+		tree, seen := trees[obj]
+		if !seen {
+			if c, err := db.ReadCommit(id); err == nil {
+				tree = &c.Tree
+			}
+			trees[obj] = tree
+		}
+		if tree == nil {
+			return false
+		}
+		if ok, _ := validNoteLine(s, id, *tree, line); !ok || known == nil {
+			return ok
 		}
 		k, judged := known[obj]
 		if !judged {

@@ -323,7 +323,7 @@ func checkOne(l *ledger.Ledger, s *ledger.Snapshot, nodes chain.NodeReader, ref 
 
 // checkNotes checks the tally notes of the receipted commits and of the
 // queried commit. A line of this ledger's origin must be valid for the
-// commit by noteLinesOf, the rule the notes push check applies too: the note
+// commit by validNoteLine, the rule the notes push check applies too: the note
 // line of a receipt of the commit or of its tree (rebasing may copy notes to
 // the new commit); any other is RECEIPT-INVALID. Every receipted commit here
 // has the queried commit's tree, so one set serves them all. A receipted
@@ -333,10 +333,6 @@ func checkNotes(l *ledger.Ledger, s *ledger.Snapshot, res *VerifyResult) error {
 	origin := s.Meta.Origin
 	queried, _ := gitstore.ParseObjectID(res.Commit)
 	tree, _ := gitstore.ParseObjectID(res.Tree)
-	valid, err := noteLinesOf(s, queried, tree)
-	if err != nil {
-		return err
-	}
 	lines := map[string]int{} // note line -> index in res.Receipts
 	commits := []string{res.Commit}
 	for i, c := range res.Receipts {
@@ -361,7 +357,9 @@ func checkNotes(l *ledger.Ledger, s *ledger.Snapshot, res *VerifyResult) error {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("the %s note of %s names another ledger: %q", NotesRef, commit, line))
 				continue
 			}
-			if !valid[line] {
+			if ok, err := validNoteLine(s, queried, tree, line); err != nil {
+				return err
+			} else if !ok {
 				return errs.New(errs.ReceiptInvalid, "the %s note of %s names an entry that is not a receipt of its tree: %q", NotesRef, commit, line).
 					With("check", "note").With("commit", commit).With("note", line)
 			}
