@@ -16,11 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nobody is the uid and gid the tests run another user's processes as.
-const nobody = 65534
-
 // asNobody starts the system's python3 (/usr/bin/python3: one installed
-// under root's home would not run) with script as user and group nobody,
+// under root's home would not run) with script as user and group 65534
+// (nobody, another user than any that owns the test's files),
 // with args, and returns its stdout; it skips the test when this process
 // cannot switch users (not root) or lacks setpriv or that python3.
 func asNobody(t *testing.T, script string, args ...string) (*exec.Cmd, *bufio.Reader) {

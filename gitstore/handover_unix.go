@@ -74,7 +74,7 @@ func DialHolder(path string) (*HolderConn, error) {
 // ECONNREFUSED on the BSDs).
 func connectNow(fd int, path string) error {
 	err := unix.Connect(fd, &unix.SockaddrUnix{Name: path})
-	for errors.Is(err, unix.EINTR) { // the connection goes on: wait as for EINPROGRESS
+	if errors.Is(err, unix.EINTR) { // the connection goes on: wait for it as for EINPROGRESS
 		err = unix.EINPROGRESS
 	}
 	if !errors.Is(err, unix.EINPROGRESS) {
