@@ -1,44 +1,32 @@
 package gitstore
 
-import (
-	"errors"
-	"os"
-	"path/filepath"
-	"syscall"
-)
+import "os"
 
-// CompactionLock serializes the compactions of one repository. It is an
-// flock on a side file, so it is released when its holder exits or dies,
-// however it ends, and a lock can be handed to a child process by passing
-// the open file (the lock belongs to the open file, not to the process).
+// CompactionLock serializes the compactions of one repository. It is a
+// file lock (lockfile.go) on a side file, so it is released when its holder
+// exits or dies, however it ends, and a lock can be handed to a child
+// process by passing the open file (the lock belongs to the open file, not
+// to the process). Like the writer lock, only a user who can write the
+// repository can take it (openLockFile).
 type CompactionLock struct{ f *os.File }
 
 // LockCompaction takes the compaction lock at path. With wait false it returns
 // (nil, nil) at once when another holder has it; with wait true it blocks
 // until the holder is done.
 func LockCompaction(path string, wait bool) (*CompactionLock, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openLockFile(path)
 	if err != nil {
 		return nil, err
 	}
-	how := syscall.LOCK_EX
-	if !wait {
-		how |= syscall.LOCK_NB
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), how)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
+	busy, err := lockNow(f)
+	if busy && wait {
+		err = lockWait(f)
+	} else if busy {
+		f.Close()
+		return nil, nil
 	}
 	if err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil
-		}
 		return nil, err
 	}
 	return &CompactionLock{f: f}, nil

@@ -35,8 +35,12 @@ func (p LocalPaths) ForNamespace(ns string) LocalPaths {
 // Dir is the directory of the namespace's files.
 func (p LocalPaths) Dir() string { return p.dir }
 
-// WriterLock is the flock serializing this clone's ledger writers.
+// WriterLock is the file lock serializing this clone's ledger writers.
 func (p LocalPaths) WriterLock() string { return filepath.Join(p.dir, "writer.lock") }
+
+// WriterSocket is the hand-over socket of the writer lock's holder
+// (FORMAT.md §9, "Group commit"), bound only while a holder serves.
+func (p LocalPaths) WriterSocket() string { return filepath.Join(p.dir, "writer.sock") }
 
 // Verified is the record of the last tip `tally verify` verified.
 func (p LocalPaths) Verified() string { return filepath.Join(p.dir, "verified") }

@@ -163,8 +163,8 @@ func (r *Repo) Head() (ObjectID, error) {
 }
 
 // WriterLock serializes tally's writers of a set of refs (the ledger's, the
-// notes', the checkpoints') with an flock on a side file, which the kernel
-// releases when a process dies. While holding it, a tally process also
+// notes', the checkpoints') with a file lock on a side file (lockfile.go),
+// which the system releases when a process dies. While holding it, a tally process also
 // records in that file which ref it is about to write through "<ref>.lock"
 // and with which value, one line "<ref> <value>\n" per lock it may leave; the
 // next holder uses the record to recognize and remove a "<ref>.lock" left by
@@ -184,34 +184,32 @@ type WriterLock struct {
 // What it does not use stays in s, for the caller to remove.
 func (w *WriterLock) UseSpares(s *Spares) { w.spares = s }
 
-// AcquireWriterLock takes the writer lock at path, waiting at most timeout.
+// AcquireWriterLock takes the writer lock at path, waiting at most timeout
+// (then a LockHeldError, which is ErrRefLocked).
 func AcquireWriterLock(path string, timeout time.Duration) (*WriterLock, error) {
 	w, _, err := acquireWriterLock(path, timeout, nil)
 	return w, err
 }
 
 // acquireWriterLock is AcquireWriterLock that, when the lock is held, first
-// calls held, if not nil, with the name of the holder's hand-over socket
-// (HandoverName): when it returns true, the caller's append was made by the
-// holder and the lock is not taken (nil, true). Otherwise, or on a system
-// without hand-over, it waits for the lock.
-func acquireWriterLock(path string, timeout time.Duration, held func(socket string) bool) (*WriterLock, bool, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, false, err
-	}
-	f, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// calls held, if not nil: when it returns true, the caller's append was
+// made by the holder (its hand-over, FORMAT.md §9) and the lock is not
+// taken (nil, true). Otherwise it waits for the lock. A lock still held
+// after timeout is a LockHeldError.
+func acquireWriterLock(path string, timeout time.Duration, held func() bool) (*WriterLock, bool, error) {
+	f, err := openLockFile(path)
 	if err != nil {
 		return nil, false, err
 	}
-	queued, err := flockNowOr(f)
-	if queued && held != nil {
-		if name, nerr := handoverNameOf(f); nerr == nil && held(name) {
-			f.Close()
-			return nil, true, nil
-		}
+	queued, err := lockNow(f)
+	if queued && held != nil && held() {
+		f.Close()
+		return nil, true, nil
 	}
 	if queued {
-		err = flockWithin(f, timeout)
+		if err = lockWithin(f, timeout); errors.Is(err, errLockTimeout) {
+			err = heldError(f, path)
+		}
 	}
 	if err != nil {
 		f.Close()
@@ -226,7 +224,7 @@ func acquireWriterLock(path string, timeout time.Duration, held func(socket stri
 func readRecord(f *os.File, queued bool) (*WriterLock, error) {
 	rec, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		unlock(f)
 		f.Close()
 		return nil, err
 	}
@@ -241,59 +239,9 @@ func readRecord(f *os.File, queued bool) (*WriterLock, error) {
 	return &WriterLock{f: f, stale: stale, size: size, queued: queued}, nil
 }
 
-// flockNowOr takes an exclusive flock on f if it is free; held says it
-// was not (and err is nil then).
-func flockNowOr(f *os.File) (held bool, err error) {
-	err = syscall.EINTR
-	for errors.Is(err, syscall.EINTR) {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	}
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return true, nil
-	}
-	return false, err
-}
-
-// flockWithin takes an exclusive flock on f, held by another, waiting at
-// most timeout. It blocks in the kernel, so a released lock passes straight
-// to a waiter (polling would leave it idle while waiters sleep, and writers
-// queue behind it under contention). On timeout the blocked call is left to
-// finish in its goroutine, which then drops the lock at once.
-func flockWithin(f *os.File, timeout time.Duration) error {
-	fd, err := syscall.Dup(int(f.Fd())) // the same open file: a lock taken through fd is f's
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		for {
-			if err = syscall.Flock(fd, syscall.LOCK_EX); !errors.Is(err, syscall.EINTR) {
-				break
-			}
-		}
-		done <- err
-	}()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		syscall.Close(fd)
-		return err
-	case <-timer.C:
-		go func() { // the call still blocks: when it returns, drop what it took
-			if err := <-done; err == nil {
-				syscall.Flock(fd, syscall.LOCK_UN)
-			}
-			syscall.Close(fd)
-		}()
-		return ErrRefLocked
-	}
-}
-
 // Release drops the lock.
 func (w *WriterLock) Release() {
-	syscall.Flock(int(w.f.Fd()), syscall.LOCK_UN)
+	unlock(w.f)
 	w.f.Close()
 }
 
@@ -567,11 +515,11 @@ func (r *Repo) LockWriter(path string, timeout time.Duration) (*WriterLock, erro
 }
 
 // LockWriterOr is LockWriter for a writer that may hand its append to the
-// lock's holder instead: when the lock is held, held is called first with
-// the holder's hand-over socket name (gitstore.DialHolder), and when it
-// returns true the append was the holder's to make and the lock is not
-// taken (nil, true, nil).
-func (r *Repo) LockWriterOr(path string, timeout time.Duration, held func(socket string) bool) (*WriterLock, bool, error) {
+// lock's holder instead: when the lock is held, held is called first (it
+// dials the holder's hand-over socket, DialHolder), and when it returns
+// true the append was the holder's to make and the lock is not taken
+// (nil, true, nil).
+func (r *Repo) LockWriterOr(path string, timeout time.Duration, held func() bool) (*WriterLock, bool, error) {
 	w, handed, err := acquireWriterLock(path, timeout, held)
 	if err != nil || handed || w.stale == "" {
 		return w, handed, err

@@ -87,10 +87,25 @@ func (l *Ledger) Append(actor string, build BuildFunc) (*Appended, error) {
 // a time); one held longer than writerLockTimeout is CONFLICT.
 func (l *Ledger) lockWriter() (*gitstore.WriterLock, error) {
 	wl, err := l.Repo.LockWriter(l.Files.WriterLock(), writerLockTimeout)
-	if errors.Is(err, gitstore.ErrRefLocked) {
-		return nil, errs.New(errs.Conflict, "another tally writer held %s for %v", l.Ref, writerLockTimeout)
+	return wl, l.writerLockErr(err)
+}
+
+// writerLockErr is err of taking the writer lock, as the CLI reports it: a
+// lock held past writerLockTimeout is CONFLICT, saying who held it where
+// the system tells (details holder_pid, holder_uid).
+func (l *Ledger) writerLockErr(err error) error {
+	var held *gitstore.LockHeldError
+	if !errors.As(err, &held) {
+		return err
 	}
-	return wl, err
+	e := errs.New(errs.Conflict, "another tally writer held %s for %v: %v", l.Ref, writerLockTimeout, held)
+	if held.PID != 0 {
+		e = e.With("holder_pid", held.PID)
+	}
+	if held.UID >= 0 {
+		e = e.With("holder_uid", held.UID)
+	}
+	return e
 }
 
 // AppendBatch appends several entries, each built on the state the previous

@@ -98,9 +98,9 @@ func (l *Ledger) AppendHanded(actor string, builds []BuildFunc, h Handed) ([]*Ap
 	canHand := l.signer == nil && len(h.Intent) <= gitstore.MaxIntent && len(h.Nonces) == len(builds)
 	var res handResult
 	var spares *gitstore.Spares
-	wl, handed, err := l.lockWriterOr(func(socket string) bool {
+	wl, handed, err := l.lockWriterOr(func() bool {
 		if canHand {
-			if res = l.handOver(socket, actor, h); res.state == answered {
+			if res = l.handOver(actor, h); res.state == answered {
 				return true
 			}
 		}
@@ -154,10 +154,11 @@ type handResult struct {
 	err   error
 }
 
-// handOver hands h to the holder listening at socket and waits for its
-// answer (gitstore.HolderConn.Receive: as long as the holder lives).
-func (l *Ledger) handOver(socket, actor string, h Handed) handResult {
-	c, err := gitstore.DialHolder(socket)
+// handOver hands h to the holder listening on the writer lock's socket and
+// waits for its answer (gitstore.HolderConn.Receive: as long as the holder
+// lives).
+func (l *Ledger) handOver(actor string, h Handed) handResult {
+	c, err := gitstore.DialHolder(l.Files.WriterSocket())
 	if err != nil {
 		return handResult{}
 	}
@@ -189,12 +190,9 @@ func (l *Ledger) handOver(socket, actor string, h Handed) handResult {
 // lockWriterOr is lockWriter that calls held first when the lock is held
 // (gitstore.Repo.LockWriterOr); handed true means held took care of the
 // append and the lock was not taken.
-func (l *Ledger) lockWriterOr(held func(socket string) bool) (*gitstore.WriterLock, bool, error) {
+func (l *Ledger) lockWriterOr(held func() bool) (*gitstore.WriterLock, bool, error) {
 	wl, handed, err := l.Repo.LockWriterOr(l.Files.WriterLock(), writerLockTimeout, held)
-	if errors.Is(err, gitstore.ErrRefLocked) {
-		return nil, false, errs.New(errs.Conflict, "another tally writer held %s for %v", l.Ref, writerLockTimeout)
-	}
-	return wl, handed, err
+	return wl, handed, l.writerLockErr(err)
 }
 
 // findMine looks, under the writer lock, among the entries at seq from and
@@ -242,7 +240,7 @@ func (l *Ledger) listen(wl *gitstore.WriterLock) *gitstore.HandoverListener {
 	if l.intents == nil || l.signer != nil {
 		return nil
 	}
-	return wl.Listen()
+	return wl.Listen(l.Files.WriterSocket())
 }
 
 // serve appends, under wl, the intents handed to this writer through ln

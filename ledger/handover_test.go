@@ -101,7 +101,7 @@ func holdWriterLock(t *testing.T, dir string) (holder *ledger.Ledger, release fu
 		})
 		held <- err
 	}()
-	testrepo.AwaitSockets(t, testrepo.HandoverSocket(t, gitDir(t, dir)), 1)
+	testrepo.AwaitSockets(t, testrepo.HandoverSocket(gitDir(t, dir)), 1)
 	return holder, func() error { close(proceed); return <-held }
 }
 
@@ -137,7 +137,7 @@ func handOver(t *testing.T, dir, actor string, texts ...string) chan handOutcome
 // batch.
 func TestHandoverBatch(t *testing.T) {
 	dir := initRepo(t)
-	name := testrepo.HandoverSocket(t, gitDir(t, dir))
+	name := testrepo.HandoverSocket(gitDir(t, dir))
 	packs := func() int {
 		p, _ := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.pack"))
 		return len(p)
@@ -214,7 +214,7 @@ func TestHandoverBatchFailed(t *testing.T) {
 	dir := initRepo(t)
 	holder, release := holdWriterLock(t, dir)
 	xc, yc := handOver(t, dir, "x", "fail"), handOver(t, dir, "y", "y1")
-	testrepo.AwaitSockets(t, testrepo.HandoverSocket(t, gitDir(t, dir)), 3)
+	testrepo.AwaitSockets(t, testrepo.HandoverSocket(gitDir(t, dir)), 3)
 	if err := release(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestHandoverHolderGone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ln := wl.Listen()
+			ln := wl.Listen(testrepo.HandoverSocket(gitDir(t, dir)))
 			if ln == nil {
 				t.Fatal("cannot listen on the hand-over socket")
 			}
@@ -269,7 +269,7 @@ func TestHandoverHolderGone(t *testing.T) {
 				aps, err := handedNotes(openLedger(t, dir), "w", "n1", "n2")
 				done <- outcome{aps, err}
 			}()
-			testrepo.AwaitSockets(t, testrepo.HandoverSocket(t, gitDir(t, dir)), 2)
+			testrepo.AwaitSockets(t, testrepo.HandoverSocket(gitDir(t, dir)), 2)
 			conns := ln.Take(1)
 			if len(conns) != 1 {
 				t.Fatalf("took %d intents, want the writer's", len(conns))
@@ -334,7 +334,7 @@ func landOnRef(t *testing.T, l *ledger.Ledger, dir string, in noteIntent) {
 func TestSigningWriterDoesNotServe(t *testing.T) {
 	dir := initRepo(t)
 	signer, _ := sigKey(t, t.TempDir(), "alice")
-	name := testrepo.HandoverSocket(t, gitDir(t, dir))
+	name := testrepo.HandoverSocket(gitDir(t, dir))
 	for _, tc := range []struct {
 		signer *identity.Signer
 		serves bool
@@ -371,7 +371,7 @@ func TestSigningWriterDoesNotServe(t *testing.T) {
 // closes the socket, so it waits for the lock and appends itself).
 func TestHandoverOneBatch(t *testing.T) {
 	dir := initRepo(t)
-	name := testrepo.HandoverSocket(t, gitDir(t, dir))
+	name := testrepo.HandoverSocket(gitDir(t, dir))
 	late := make(chan *gitstore.HolderConn, 1)
 	dialed := false // decode runs on the holder's goroutine alone
 	decode := func(l *ledger.Ledger, raw []byte) (*ledger.Group, error) {

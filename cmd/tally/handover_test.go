@@ -34,7 +34,7 @@ func handoverCounts(t *testing.T, dir string) (handed, served int) {
 		}
 		for _, l := range strings.Split(string(b), "\n") {
 			switch {
-			case strings.Contains(l, "connect(") && strings.Contains(l, `sun_path=@"tally/writer.lock/`):
+			case strings.Contains(l, "connect(") && strings.Contains(l, `/tally/writer.sock"`):
 				handed++
 			case strings.Contains(l, "accept4("):
 				served++
@@ -165,7 +165,7 @@ func TestHandoverHolderKilled(t *testing.T) {
 	r.ok("setup", "plan", r.file("w.yaml", plan.String()))
 	r.ok("setup", "plan", r.file("h.yaml", "wave: h\ncells:\n  - id: x\n")) // the holder's, never claimed
 	gd := filepath.Join(r.dir, ".git")
-	socket := testrepo.HandoverSocket(t, gd)
+	socket := testrepo.HandoverSocket(gd)
 	var reqs []*requester
 	for i := range 2 {
 		actor := fmt.Sprintf("mcp-%d", i)

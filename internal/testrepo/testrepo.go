@@ -209,22 +209,16 @@ func Missing(t testing.TB, why string) {
 	t.Skip(why)
 }
 
-// HandoverSocket is the name of the writer lock's hand-over socket (FORMAT.md
-// §9, "Group commit") of the clone whose common git directory is gitDir, as
-// /proc/net/unix shows it.
-func HandoverSocket(t testing.TB, gitDir string) string {
-	t.Helper()
-	fi, err := os.Stat(filepath.Join(gitDir, "tally", "writer.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	return gitstore.HandoverName(st.Dev, st.Ino)
+// HandoverSocket is the path of the writer lock's hand-over socket
+// (FORMAT.md §9, "Group commit") of the clone whose common git directory is
+// gitDir, as /proc/net/unix shows it.
+func HandoverSocket(gitDir string) string {
+	return gitstore.LocalPathsOf(gitDir).WriterSocket()
 }
 
 // AwaitSockets waits until a writer-lock holder listens on the socket
 // name and n-1 connections to it bear its name in /proc/net/unix (which
-// lists those not yet accepted too). A socket bound but not yet listening
+// lists those not yet accepted too, and a path as it was bound). A socket bound but not yet listening
 // refuses connections, so it does not count. It skips the test without
 // /proc/net/unix.
 func AwaitSockets(t testing.TB, name string, n int) {
