@@ -279,7 +279,7 @@ func cellHolds(t *txn, now time.Time) ([]PathHold, error) {
 			src := "cell " + w + "/" + id
 			for _, pat := range c.Paths {
 				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
-					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}})
+					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}, ttl: c.Lease.TTLSeconds})
 			}
 			return false, nil
 		})
