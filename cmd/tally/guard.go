@@ -29,7 +29,7 @@ harness's own form: an edit of a path another actor holds is refused with a
 reason naming the holder; at session start the agent is told its leases and
 the ready cells. Every failure refuses the edit (FORMAT.md §9c).`,
 		Example: `  echo '{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"/repo/src/a.go"},"cwd":"/repo"}' | tally guard --agent claude`,
-		Args: args(cobra.NoArgs),
+		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.guard(cmd.InOrStdin(), agent, event)
 		},
