@@ -112,10 +112,16 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 	// renewal only leaves a lease to expire sooner.
 	c.RenewAging(d.Aging)
 	if w := d.Warned(); len(w) > 0 {
-		return ans.allow(fmt.Sprintf("tally: %s leased to nobody; this ledger's policy asks for a lease before an edit (edit_leases warn): tally lock %s",
-			strings.Join(w, ", "), strings.Join(w, " ")))
+		return ans.allow(unleasedWarning(w))
 	}
 	return ans.allow("")
+}
+
+// unleasedWarning is the warning for paths nobody holds under edit_leases
+// warn.
+func unleasedWarning(paths []string) string {
+	return fmt.Sprintf("tally: %s leased to nobody; this ledger's policy asks for a lease before an edit (edit_leases warn): tally lock %s",
+		strings.Join(paths, ", "), strings.Join(paths, " "))
 }
 
 // failed is the refusal of a guard that could not decide.
@@ -128,7 +134,7 @@ func failed(err error) string {
 // cell, epoch and time left, and what to do instead.
 func refusal(actor, session string, d *lease.EditDecision, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tally refused this edit for %s", actor)
+	fmt.Fprintf(&b, "tally refused this change for %s", actor)
 	if session != "" {
 		fmt.Fprintf(&b, " (session %s)", session)
 	}
