@@ -61,15 +61,38 @@ func ResolveEditPaths(given []string, base, commonDir string) []EditTarget {
 
 // resolveExisting resolves the symbolic links of p's deepest existing
 // ancestor (p itself when it exists) and appends the rest, so a link into
-// or out of a work tree is judged by where the write lands.
+// or out of a work tree is judged by where the write lands. A dangling link
+// on the way is followed to where it points (writing through it creates its
+// target), up to 40 links as the kernel allows.
 func resolveExisting(p string) string {
+	for range 40 {
+		next, again := resolveStep(p)
+		if !again {
+			return next
+		}
+		p = next
+	}
+	return p
+}
+
+// resolveStep resolves p's deepest resolvable ancestor; again reports a
+// dangling link followed, whose target must be resolved in turn.
+func resolveStep(p string) (resolved string, again bool) {
 	rest := ""
 	for d := p; ; d = filepath.Dir(d) {
 		if r, err := filepath.EvalSymlinks(d); err == nil {
-			return filepath.Join(r, rest)
+			return filepath.Join(r, rest), false
+		}
+		if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			if target, err := os.Readlink(d); err == nil {
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(filepath.Dir(d), target)
+				}
+				return filepath.Join(target, rest), true
+			}
 		}
 		if filepath.Dir(d) == d {
-			return p
+			return p, false
 		}
 		rest = filepath.Join(filepath.Base(d), rest)
 	}
