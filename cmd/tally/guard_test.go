@@ -199,7 +199,7 @@ func TestGuardPaths(t *testing.T) {
 		{"src/API/x.go", false},
 		{"docs/../src/API/new/y.go", false},
 		{filepath.Join(r.dir, "src", "..", "src", "API", "x.go"), false},
-		{filepath.Join(wt, "src/API/x.go"), false},      // another worktree of this repository
+		{filepath.Join(wt, "src/API/x.go"), false},       // another worktree of this repository
 		{filepath.Join(outside, "link/API/x.go"), false}, // a link into the work tree
 		{filepath.Join(outside, "free.go"), true},        // in no repository
 		{"src/api/x.go", true},                           // case matters: core.ignorecase is false
