@@ -28,9 +28,13 @@ func (a *app) guardCmd() *cobra.Command {
 harness's own form: an edit of a path another actor holds is refused with a
 reason naming the holder; at session start the agent is told its leases and
 the ready cells. Every failure refuses the edit (FORMAT.md §9c).`,
-		Example: `  echo '{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"/repo/src/a.go"},"cwd":"/repo"}' | tally guard --agent claude`,
-		Args:    args(cobra.NoArgs),
+		Example: `  tally guard --agent claude < payload.json   # {"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"/repo/src/a.go"},"cwd":"/repo"}
+  tally guard --agent codex --event session-start < payload.json`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("repo") {
+				a.dir = "" // the payload's cwd names the repository
+			}
 			return a.guard(cmd.InOrStdin(), agent, event)
 		},
 	}
@@ -84,9 +88,7 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 			return ans.deny(failed(err))
 		}
 	}
-	if a.dir == "" {
-		a.dir = base
-	}
+	a.openAt(base)
 	c, err := a.client(true)
 	if err != nil {
 		return ans.deny(failed(err))
@@ -122,6 +124,18 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 func unleasedWarning(paths []string) string {
 	return fmt.Sprintf("tally: %s leased to nobody; this ledger's policy asks for a lease before an edit (edit_leases warn): tally lock %s",
 		strings.Join(paths, ", "), strings.Join(paths, " "))
+}
+
+// openAt makes the client open the repository at dir, the payload's
+// working directory, unless -C named one (else the process's own).
+func (a *app) openAt(dir string) {
+	switch {
+	case a.dir != "":
+	case dir != "":
+		a.dir = dir
+	default:
+		a.dir = "."
+	}
 }
 
 // failed is the refusal of a guard that could not decide.
@@ -164,9 +178,7 @@ func refusal(actor, session string, d *lease.EditDecision, now time.Time) string
 // sessionContext is what the agent is told at session start; a failure is
 // told too (the next edit is refused for it).
 func (a *app) sessionContext(call *hooks.AgentCall) string {
-	if a.dir == "" {
-		a.dir = call.Cwd
-	}
+	a.openAt(call.Cwd)
 	c, err := a.client(true)
 	var v *tally.SessionView
 	if err == nil {
@@ -207,9 +219,7 @@ func (a *app) sessionContext(call *hooks.AgentCall) string {
 // sessionEnd ends the session as the policy says; what it released is
 // reported on stderr.
 func (a *app) sessionEnd(call *hooks.AgentCall) string {
-	if a.dir == "" {
-		a.dir = call.Cwd
-	}
+	a.openAt(call.Cwd)
 	c, err := a.client(true)
 	var released []lease.PathHold
 	if err == nil {

@@ -25,12 +25,13 @@ type guardOut struct {
 	stdout, stderr string
 }
 
-// runGuard runs `tally guard --agent agent` in dir as actor with payload
-// on stdin.
-func runGuard(t *testing.T, dir, actor, agent, payload string, env ...string) guardOut {
+// runGuard runs `tally guard --agent agent` as actor with payload on
+// stdin, from a directory in no repository: the payload's cwd names the
+// repository, as a harness running its hooks elsewhere would find.
+func runGuard(t *testing.T, actor, agent, payload string, env ...string) guardOut {
 	t.Helper()
 	cmd := exec.Command(testrepo.Tally(t), "guard", "--agent", agent)
-	cmd.Dir = dir
+	cmd.Dir = t.TempDir()
 	cmd.Env = testrepo.Env(append([]string{"TALLY_ACTOR=" + actor}, env...)...)
 	cmd.Stdin = strings.NewReader(payload)
 	var stdout, stderr bytes.Buffer
@@ -141,7 +142,7 @@ func TestGuardDecisions(t *testing.T) {
 		t.Run(agent, func(t *testing.T) {
 			edit := func(actor, path string) (bool, string) {
 				t.Helper()
-				return runGuard(t, r.dir, actor, agent, editPayload(agent, r.dir, path), env...).decision(t, agent)
+				return runGuard(t, actor, agent, editPayload(agent, r.dir, path), env...).decision(t, agent)
 			}
 			if ok, why := edit("alice", "src/API/x.go"); ok || !strings.Contains(why, "held by bob") || !strings.Contains(why, "src/API/**") ||
 				!strings.Contains(why, "10m0s left") || !strings.Contains(why, "tally lock --wait") {
@@ -159,16 +160,16 @@ func TestGuardDecisions(t *testing.T) {
 			if ok, why := edit("carol", "db/schema.sql"); !ok {
 				t.Fatalf("own cell refused: %q", why)
 			}
-			out := runGuard(t, r.dir, "alice", agent, `{"hook_event_name": not json`, env...)
+			out := runGuard(t, "alice", agent, `{"hook_event_name": not json`, env...)
 			if ok, why := out.decision(t, agent); ok || !strings.Contains(why, "USAGE") || !strings.Contains(why, "not a JSON object") {
 				t.Fatalf("garbage payload: allowed %v, %q", ok, why)
 			}
-			out = runGuard(t, r.dir, "alice", agent, toolPayload(agent, r.dir, "FrobnicateFile", map[string]any{"file_path": "README"}), env...)
+			out = runGuard(t, "alice", agent, toolPayload(agent, r.dir, "FrobnicateFile", map[string]any{"file_path": "README"}), env...)
 			if ok, why := out.decision(t, agent); ok || !strings.Contains(why, "FrobnicateFile") || !strings.Contains(why, "not one tally knows") {
 				t.Fatalf("unknown tool: allowed %v, %q", ok, why)
 			}
 			reader := map[string]string{"claude": "Read", "codex": "shell", "gemini": "read_file", "opencode": "read", "cursor": "Read"}[agent]
-			out = runGuard(t, r.dir, "alice", agent, toolPayload(agent, r.dir, reader, map[string]any{"file_path": filepath.Join(r.dir, "src/API/x.go")}), env...)
+			out = runGuard(t, "alice", agent, toolPayload(agent, r.dir, reader, map[string]any{"file_path": filepath.Join(r.dir, "src/API/x.go")}), env...)
 			if ok, why := out.decision(t, agent); !ok {
 				t.Fatalf("a reading tool refused: %q", why)
 			}
@@ -184,7 +185,7 @@ func TestGuardPaths(t *testing.T) {
 	edit := func(path string) (bool, string) {
 		t.Helper()
 		p := toolPayload("claude", r.dir, "Write", map[string]any{"file_path": path})
-		return runGuard(t, r.dir, "alice", "claude", p, env...).decision(t, "claude")
+		return runGuard(t, "alice", "claude", p, env...).decision(t, "claude")
 	}
 	wt := filepath.Join(t.TempDir(), "wt")
 	r.git("worktree", "add", "-q", wt)
@@ -224,16 +225,16 @@ func TestGuardFailsClosed(t *testing.T) {
 	forge(t, r.dir, "lock", "mallory", tsAt(time.Second), lease.LockBody{Patterns: []string{"src/API/**"}, TTL: 60}, false)
 	bare := newRepo(t) // no ledger
 	for _, agent := range guardAgents {
-		out := runGuard(t, r.dir, "alice", agent, editPayload(agent, r.dir, "README"), r.env()...)
+		out := runGuard(t, "alice", agent, editPayload(agent, r.dir, "README"), r.env()...)
 		if ok, why := out.decision(t, agent); ok || !strings.Contains(why, "RULE-VIOLATION") {
 			t.Errorf("%s, a ledger that does not verify: allowed %v, %q", agent, ok, why)
 		}
-		out = runGuard(t, bare.dir, "alice", agent, editPayload(agent, bare.dir, "README"))
+		out = runGuard(t, "alice", agent, editPayload(agent, bare.dir, "README"))
 		if ok, why := out.decision(t, agent); ok || !strings.Contains(why, "NOT-INITIALIZED") {
 			t.Errorf("%s, no ledger: allowed %v, %q", agent, ok, why)
 		}
 	}
-	out := runGuard(t, r.dir, "alice", "emacs", "{}")
+	out := runGuard(t, "alice", "emacs", "{}")
 	if out.code != 2 || !strings.Contains(out.stderr, "--agent must be one of") {
 		t.Fatalf("unknown agent: exit %d %q", out.code, out.stderr)
 	}
@@ -245,7 +246,7 @@ func TestGuardFailsClosed(t *testing.T) {
 func TestGuardSession(t *testing.T) {
 	r := guardRepo(t)
 	start := `{"hook_event_name":"SessionStart","session_id":"s","cwd":"` + r.dir + `","source":"startup"}`
-	out := runGuard(t, r.dir, "alice", "claude", start, r.env()...)
+	out := runGuard(t, "alice", "claude", start, r.env()...)
 	var m struct {
 		HSO struct{ HookEventName, AdditionalContext string } `json:"hookSpecificOutput"`
 	}
@@ -254,7 +255,7 @@ func TestGuardSession(t *testing.T) {
 		!strings.Contains(m.HSO.AdditionalContext, "- w/d") {
 		t.Fatalf("session start: exit %d %s %s", out.code, out.stdout, out.stderr)
 	}
-	out = runGuard(t, r.dir, "alice", "cursor", strings.Replace(start, "SessionStart", "sessionStart", 1), r.env()...)
+	out = runGuard(t, "alice", "cursor", strings.Replace(start, "SessionStart", "sessionStart", 1), r.env()...)
 	if out.code != 0 || !strings.Contains(out.stdout, `"additional_context":"tally: `) {
 		t.Fatalf("cursor session start: %s", out.stdout)
 	}
@@ -269,20 +270,20 @@ func TestGuardSession(t *testing.T) {
 	}
 	edit := editPayload("claude", r.dir, "docs/a.md")
 	r.at(29 * time.Second) // 61 s of 90 left: not yet a third used
-	if ok, _ := runGuard(t, r.dir, "alice", "claude", edit, r.env()...).decision(t, "claude"); !ok || expiry() != tsAt(90*time.Second) {
+	if ok, _ := runGuard(t, "alice", "claude", edit, r.env()...).decision(t, "claude"); !ok || expiry() != tsAt(90*time.Second) {
 		t.Fatalf("renewed before a third of the TTL: %s", expiry())
 	}
 	r.at(31 * time.Second)
-	if ok, _ := runGuard(t, r.dir, "alice", "claude", edit, r.env()...).decision(t, "claude"); !ok || expiry() != tsAt(121*time.Second) {
+	if ok, _ := runGuard(t, "alice", "claude", edit, r.env()...).decision(t, "claude"); !ok || expiry() != tsAt(121*time.Second) {
 		t.Fatalf("not renewed past a third of the TTL: %s", expiry())
 	}
 
 	end := `{"hook_event_name":"SessionEnd","session_id":"s","cwd":"` + r.dir + `","reason":"exit"}`
-	if out := runGuard(t, r.dir, "alice", "claude", end, r.env()...); out.code != 0 || expiry() == "" {
+	if out := runGuard(t, "alice", "claude", end, r.env()...); out.code != 0 || expiry() == "" {
 		t.Fatalf("session end under expire: exit %d, lock %q", out.code, expiry())
 	}
 	r.ok("admin", "policy", "set", "--session-end", "release")
-	out = runGuard(t, r.dir, "carol", "gemini", end, r.env()...)
+	out = runGuard(t, "carol", "gemini", end, r.env()...)
 	if out.code != 0 || !strings.Contains(out.stderr, "released db/** (cell w/c)") {
 		t.Fatalf("session end under release: exit %d %s", out.code, out.stderr)
 	}
@@ -310,7 +311,7 @@ func TestGuardCaseInsensitive(t *testing.T) {
 		}
 	}
 
-	if ok, why := runGuard(t, r.dir, "alice@example.com", "claude", editPayload("claude", r.dir, "src/api/x")).decision(t, "claude"); ok || !strings.Contains(why, "held by bob@example.com") {
+	if ok, why := runGuard(t, "alice@example.com", "claude", editPayload("claude", r.dir, "src/api/x")).decision(t, "claude"); ok || !strings.Contains(why, "held by bob@example.com") {
 		t.Fatalf("edit of src/api/x: allowed %v %q", ok, why)
 	}
 
