@@ -224,7 +224,7 @@ func loadPaths(t *txn, now time.Time) (*paths, error) {
 	}
 	s := &paths{t: t, pol: pol}
 	var li locksIndex
-	if _, err := t.load(locksIndexKey, &li); err != nil {
+	if _, err := t.loadWith(locksIndexKey, &li, func(b []byte, v any) error { return decodeLocksIndex(b, v.(*locksIndex)) }); err != nil {
 		return nil, err
 	}
 	for _, l := range li.Locks {
