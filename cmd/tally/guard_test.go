@@ -282,7 +282,14 @@ func TestGuardSession(t *testing.T) {
 	if out := runGuard(t, "alice", "claude", end, r.env()...); out.code != 0 || expiry() == "" {
 		t.Fatalf("session end under expire: exit %d, lock %q", out.code, expiry())
 	}
-	r.ok("admin", "policy", "set", "--session-end", "release")
+	r.ok("admin", "policy", "set", "--session-end", "release", "--edit-leases", "warn")
+	if p := obj(t, r.ok("admin", "policy", "show"), "policy"); p["session_end"] != "release" || p["edit_leases"] != "warn" {
+		t.Fatalf("policy show: %v", p)
+	}
+	out = runGuard(t, "alice", "claude", editPayload("claude", r.dir, "README"), r.env()...)
+	if ok, _ := out.decision(t, "claude"); !ok || !strings.Contains(out.stdout, `"systemMessage":"tally: README leased to nobody`) {
+		t.Fatalf("edit_leases warn: %s", out.stdout)
+	}
 	out = runGuard(t, "carol", "gemini", end, r.env()...)
 	if out.code != 0 || !strings.Contains(out.stderr, "released db/** (cell w/c)") {
 		t.Fatalf("session end under release: exit %d %s", out.code, out.stderr)
