@@ -182,11 +182,14 @@ func TestGuardDecisions(t *testing.T) {
 func TestGuardPaths(t *testing.T) {
 	r := guardRepo(t)
 	env := r.env()
+	cwd := r.dir
 	edit := func(path string) (bool, string) {
 		t.Helper()
-		p := toolPayload("claude", r.dir, "Write", map[string]any{"file_path": path})
+		p := toolPayload("claude", cwd, "Write", map[string]any{"file_path": path})
 		return runGuard(t, "alice", "claude", p, env...).decision(t, "claude")
 	}
+	other := guardRepo(t) // another repository with its own ledger: bob holds src/API/** there too
+	plain := newRepo(t)   // a repository without a ledger
 	wt := filepath.Join(t.TempDir(), "wt")
 	r.git("worktree", "add", "-q", wt)
 	outside := t.TempDir()
@@ -205,11 +208,23 @@ func TestGuardPaths(t *testing.T) {
 		{filepath.Join(outside, "free.go"), true},        // in no repository
 		{"src/api/x.go", true},                           // case matters: core.ignorecase is false
 		{filepath.Join(r.dir, ".git", "COMMIT_EDITMSG"), true},
+		{filepath.Join(other.dir, "src/API/x.go"), false}, // judged by its own ledger
+		{filepath.Join(other.dir, "README"), true},
+		{filepath.Join(plain.dir, "src/API/x.go"), true}, // no ledger there: not tally's
 	} {
 		if ok, why := edit(tc.path); ok != tc.allow {
 			t.Errorf("%s: allowed %v, want %v: %q", tc.path, ok, tc.allow, why)
 		}
 	}
+	// From outside every repository the paths are still judged where they lie.
+	cwd = t.TempDir()
+	if ok, why := edit(filepath.Join(r.dir, "src/API/x.go")); ok || !strings.Contains(why, "held by bob") {
+		t.Errorf("from outside: allowed %v: %q", ok, why)
+	}
+	if ok, why := edit(filepath.Join(cwd, "x")); !ok {
+		t.Errorf("outside from outside: %q", why)
+	}
+	cwd = r.dir
 	r.git("config", "core.ignorecase", "true")
 	for _, p := range []string{"src/api/x.go", `SRC\api\x.go`} {
 		if ok, why := edit(p); ok || !strings.Contains(why, "held by bob") {
