@@ -356,3 +356,52 @@ func TestGuardCaseInsensitive(t *testing.T) {
 		t.Fatalf("push of src/api/x: %v %s", err, out)
 	}
 }
+
+// TestPreCommitMerge: concluding a merge, pre-commit judges only what the
+// merge itself changes (as the push hooks do): another actor's work merged
+// in on its own paths passes; an edit of them in the resolution does not.
+func TestPreCommitMerge(t *testing.T) {
+	r := newRepo(t)
+	r.ok("admin", "init")
+	r.ok("bob", "lock", "src/**")
+	if res := testrepo.Run(t, r.dir, "admin", nil, "hooks", "install", "--client", "--json"); res.Code != 0 {
+		t.Fatalf("hooks install: %s %s", res.Stdout, res.Stderr)
+	}
+	git := func(actor string, args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = r.dir
+		cmd.Env = testrepo.Env("TALLY_ACTOR=" + actor)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	must := func(actor string, args ...string) {
+		t.Helper()
+		if out, err := git(actor, args...); err != nil {
+			t.Fatalf("git %v as %s: %v %s", args, actor, err, out)
+		}
+	}
+	r.file("README", "base\n")
+	must("alice", "add", "README")
+	must("alice", "commit", "-q", "-m", "readme")
+	must("bob", "checkout", "-q", "-b", "bob")
+	r.file("src/a.go", "bob\n")
+	r.file("README", "bob\n")
+	must("bob", "add", "src/a.go", "README")
+	must("bob", "commit", "-q", "-m", "bob's work")
+	must("alice", "checkout", "-q", "main")
+	r.file("README", "alice\n")
+	must("alice", "commit", "-q", "-am", "alice's readme")
+	if out, err := git("alice", "merge", "bob"); err == nil || !strings.Contains(out, "CONFLICT") {
+		t.Fatalf("merge without a conflict: %v %s", err, out)
+	}
+	r.file("README", "both\n")
+	must("alice", "add", "README")
+	r.file("src/a.go", "alice\n") // an evil merge: alice's own change to bob's path
+	must("alice", "add", "src/a.go")
+	if out, err := git("alice", "commit", "-q", "--no-edit"); err == nil || !strings.Contains(out, "src/a.go is held by bob") {
+		t.Fatalf("evil merge committed: %v %s", err, out)
+	}
+	r.file("src/a.go", "bob\n")
+	must("alice", "add", "src/a.go")
+	must("alice", "commit", "-q", "--no-edit") // bob's work merged in as bob made it
+}
