@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -275,13 +276,26 @@ func TestGuardSession(t *testing.T) {
 		t.Fatalf("cursor session start: %s", out.stdout)
 	}
 
-	expiry := func() string {
+	// More locks than one lock entry names (lease.MaxLockPatterns): renewal
+	// and release take several entries.
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("n/%02d", i))
+	}
+	r.ok("alice", append([]string{"lock", "--ttl", "90"}, many[:32]...)...)
+	r.ok("alice", append([]string{"lock", "--ttl", "90"}, many[32:]...)...)
+	expiry := func() string { // of alice's locks, "" if none, "mixed" if they differ
+		at := ""
 		for _, l := range arr(t, r.ok("alice", "locks"), "locks") {
-			if l := l.(map[string]any); l["pattern"] == "docs" {
-				return l["expires_at"].(string)
+			if l := l.(map[string]any); l["actor"] == "alice" {
+				if e := l["expires_at"].(string); at == "" || at == e {
+					at = e
+				} else {
+					at = "mixed"
+				}
 			}
 		}
-		return ""
+		return at
 	}
 	edit := editPayload("claude", r.dir, "docs/a.md")
 	r.at(29 * time.Second) // 61 s of 90 left: not yet a third used
@@ -311,6 +325,9 @@ func TestGuardSession(t *testing.T) {
 	}
 	if c := obj(t, r.ok("carol", "show", "w/c"), "cell"); c["state"] != "pending" {
 		t.Fatalf("carol's cell after session end: %v", c["state"])
+	}
+	if out := runGuard(t, "alice", "claude", end, r.env()...); out.code != 0 || expiry() != "" {
+		t.Fatalf("alice's 41 locks after session end under release: %q %s", expiry(), out.stderr)
 	}
 }
 
