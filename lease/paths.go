@@ -224,13 +224,17 @@ func loadPaths(t *txn, now time.Time) (*paths, error) {
 	}
 	s := &paths{t: t, pol: pol}
 	var li locksIndex
-	if _, err := t.load(locksIndexKey, &li); err != nil {
+	if _, err := t.loadWith(locksIndexKey, &li, func(b []byte, v any) error { return decodeLocksIndex(b, v.(*locksIndex)) }); err != nil {
 		return nil, err
 	}
+	lastStamp, lastExp := "", false // the locks one entry took share their expiry: parse it once
 	for _, l := range li.Locks {
-		exp, err := expiredAt(l.ExpiresAt, now)
-		if err != nil {
-			return nil, err
+		exp := lastExp
+		if l.ExpiresAt != lastStamp || lastStamp == "" {
+			if exp, err = expiredAt(l.ExpiresAt, now); err != nil {
+				return nil, err
+			}
+			lastStamp, lastExp = l.ExpiresAt, exp
 		}
 		if exp {
 			s.dirtyL = true
@@ -279,7 +283,7 @@ func cellHolds(t *txn, now time.Time) ([]PathHold, error) {
 			src := "cell " + w + "/" + id
 			for _, pat := range c.Paths {
 				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
-					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}})
+					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}, ttl: c.Lease.TTLSeconds})
 			}
 			return false, nil
 		})
