@@ -20,7 +20,9 @@ import (
 // dependents to a cell does not add its seq to the cell's history; `receipt`
 // is {seq, commit}; requeue drops `reason` and keeps the epoch; a cell renew
 // changes heartbeat_at, expires_at and ttl_seconds only; stored `protected`
-// and `admins` are sorted bytewise.
+// and `admins` are sorted bytewise. The TestFormatFacts* tests below, and
+// those of packages ledger and anchor, pin the rest: each answers a
+// question the document once left to the code (issue #34).
 func TestFormatFacts(t *testing.T) {
 	w := newWorld(t)
 	if _, ok := w.kv["plan"]; ok {
