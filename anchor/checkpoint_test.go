@@ -208,3 +208,17 @@ func TestCheckpointCommitLine(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatFactsCheckpointSizeZero pins FORMAT.md §11: a checkpoint of size
+// 0 is valid without a commit line and CHECKPOINT-INVALID with one (size 0
+// has no last entry for it to name).
+func TestFormatFactsCheckpointSizeZero(t *testing.T) {
+	c := anchor.Checkpoint{Origin: "example.com/log", Size: 0, Root: entryHash('e', 0)}
+	if got, commit, err := anchor.ParseCommit(c.Body()); err != nil || got != c || !commit.IsZero() {
+		t.Fatalf("ParseCommit of a size-0 body without the line: %+v, %s, %v", got, commit, err)
+	}
+	id := gitstore.HashObject(gitstore.BlobObject, []byte("a commit"))
+	if _, _, err := anchor.ParseCommit(c.BodyAt(id)); errs.CodeOf(err) != "CHECKPOINT-INVALID" {
+		t.Fatalf("ParseCommit of a size-0 body with the line: %v, want CHECKPOINT-INVALID", err)
+	}
+}

@@ -136,6 +136,9 @@ func ParseTime(s string) (time.Time, error) {
 	if s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[19] != '.' || s[23] != 'Z' {
 		return bad()
 	}
+	if n[0] < firstYear {
+		return time.Time{}, fmt.Errorf("timestamp %q is before %s: a git commit cannot carry it", s, FirstTime)
+	}
 	t := time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6]*int(time.Millisecond), time.UTC)
 	// time.Date normalizes out-of-range fields (Feb 30 → Mar 2): refuse those.
 	if t.Year() != n[0] || int(t.Month()) != n[1] || t.Day() != n[2] || t.Hour() != n[3] || t.Minute() != n[4] || t.Second() != n[5] {
@@ -148,18 +151,38 @@ func ParseTime(s string) (time.Time, error) {
 // a t that TimeInRange accepts is the result a timestamp ParseTime reads.
 func FormatTime(t time.Time) string { return t.UTC().Truncate(time.Millisecond).Format(TimeLayout) }
 
+// FirstTime is the first instant an entry may carry: a ledger commit's
+// author and committer times are the entry's Unix seconds, and git fsck
+// refuses a negative one (badDateOverflow), as do servers with
+// receive.fsckObjects.
+const FirstTime = "1970-01-01T00:00:00.000Z"
+
+// firstYear is FirstTime's year: every instant of it and after is at or
+// after the Unix epoch.
+const firstYear = 1970
+
 // LastTime is the last instant TimeLayout can write: it has four digits for
-// the year.
+// the year. Its Unix seconds, 253402300799, are a commit time git accepts.
 const LastTime = "9999-12-31T23:59:59.999Z"
 
 // TimeInRange reports whether FormatTime(t) is a timestamp ParseTime
 // accepts: whether t, in UTC at millisecond precision, lies in years
-// 0000..9999. Any later (or earlier) instant is written with another number
-// of year digits, which no reader accepts, so nothing out of range may be
-// stored.
+// 1970..9999. A later instant is written with another number of year
+// digits, which no reader accepts, and an earlier one makes a commit git
+// refuses, so nothing out of range may be stored.
 func TimeInRange(t time.Time) bool {
 	y := t.UTC().Truncate(time.Millisecond).Year()
-	return y >= 0 && y <= 9999
+	return y >= firstYear && y <= 9999
+}
+
+// RangeLimit is the end of the range of TimeInRange that t lies beyond:
+// FirstTime for an instant before it, else LastTime (the "limit" detail of
+// a refusal).
+func RangeLimit(t time.Time) string {
+	if t.UTC().Year() < firstYear {
+		return FirstTime
+	}
+	return LastTime
 }
 
 // Decode parses stored entry bytes. It fails if the bytes are not canonical, a

@@ -576,8 +576,37 @@ func (db *ObjectDB) checkStored(id ObjectID, depth int, hint **packFile) error {
 	return db.checkLoc(loc, id, depth, hint)
 }
 
-// checkLoc is checkStored for object id found at loc.
+// checkLoc is checkStored for object id found at loc. A packed copy that
+// fails does not decide while another pack holds an intact copy (FORMAT.md
+// §10, step 9): which pack a lookup meets first is no part of the answer.
 func (db *ObjectDB) checkLoc(loc odbLoc, id ObjectID, depth int, hint **packFile) error {
+	err := db.checkCopy(loc, id, depth, hint)
+	if err == nil || loc.loose != nil {
+		return err
+	}
+	db.mu.Lock()
+	packs := db.packs
+	db.mu.Unlock()
+	for _, p := range packs {
+		if p == loc.p {
+			continue
+		}
+		m, merr := p.maps()
+		if merr != nil {
+			continue
+		}
+		if other, ok, ferr := m.find(id, false); ferr == nil && ok {
+			other.p = p
+			if db.checkCopy(other, id, depth, hint) == nil {
+				return nil
+			}
+		}
+	}
+	return err
+}
+
+// checkCopy is checkLoc for the one copy of id at loc.
+func (db *ObjectDB) checkCopy(loc odbLoc, id ObjectID, depth int, hint **packFile) error {
 	if loc.loose != nil {
 		t, data, err := looseRead(loc.loose, id)
 		if err == nil && HashObject(t, data) != id {

@@ -13,7 +13,7 @@ import (
 
 // bodyTypes are the body types the rules decode (rule.body's callers).
 var bodyTypes = []any{AnchorBody{}, NoteBody{}, ClaimBody{}, RenewBody{}, EpochBody{}, FailBody{}, CellRef{},
-	DoneBody{}, LockBody{}, UnlockBody{}, WaitBody{}, BreakBody{}, PlanBody{}, PolicySet{}, KeysBody{}, chain.GenesisBody{}}
+	DoneBody{}, LockBody{}, UnlockBody{}, WaitBody{}, BreakBody{}, planEntry{}, PolicySet{}, KeysBody{}, chain.GenesisBody{}}
 
 // freshDecode is the decode rule.body made before decodeBody: a new strict
 // decoder for each body.

@@ -25,6 +25,19 @@ type PlanBody struct {
 	Cells []PlanCell `json:"cells"`
 }
 
+// planEntry is a PlanBody as a plan entry holds it: each cell's role is
+// read as a pointer, so that a role given as "" is told from none. An id is
+// never empty (FORMAT.md §5), and absent is the one spelling of no role.
+type planEntry struct {
+	Wave  string          `json:"wave"`
+	Cells []planEntryCell `json:"cells"`
+}
+
+type planEntryCell struct {
+	PlanCell
+	Role *string `json:"role"` // shadows PlanCell.Role in decoding
+}
+
 // NormalizePlan normalizes the path patterns of a plan in place, so that the
 // entry records them in the one form the rules accept.
 func NormalizePlan(b *PlanBody) error {
@@ -46,9 +59,19 @@ func NormalizePlan(b *PlanBody) error {
 }
 
 func (r *rule) plan() (string, error) {
-	var b PlanBody
-	if err := r.body(&b); err != nil {
+	var entry planEntry
+	if err := r.body(&entry); err != nil {
 		return "", err
+	}
+	b := PlanBody{Wave: entry.Wave, Cells: make([]PlanCell, len(entry.Cells))}
+	for i, c := range entry.Cells {
+		if c.Role != nil && !SafeID(*c.Role) {
+			return "", errs.New(errs.Usage, "cell %s: role %q is not a SafeId (leave role out for none)", c.ID, *c.Role)
+		}
+		b.Cells[i] = c.PlanCell
+		if c.Role != nil {
+			b.Cells[i].Role = *c.Role
+		}
 	}
 	if err := checkPlanLimits(&b); err != nil {
 		return "", err
@@ -74,9 +97,6 @@ func (r *rule) plan() (string, error) {
 		}
 		if len(c.Title) > 256 || strings.ContainsAny(c.Title, "\n\r") {
 			return "", errs.New(errs.Usage, "cell %s: title must be one line of at most 256 bytes", c.ID)
-		}
-		if c.Role != "" && !SafeID(c.Role) {
-			return "", errs.New(errs.Usage, "cell %s: role %q is not a SafeId", c.ID, c.Role)
 		}
 		for _, p := range c.Paths {
 			if n, err := pathspec.Normalize(p); err != nil || n != p {

@@ -452,6 +452,12 @@ func (l *Ledger) build(snap *Snapshot, actor string, clock time.Time, build Buil
 		clock = l.now()
 	}
 	now := entryTime(snap, clock)
+	if !chain.TimeInRange(now) {
+		// The format's range (FORMAT.md §2); the CLI refuses such a
+		// TALLY_NOW when it opens the repository, a library clock here.
+		return nil, errs.New(errs.Usage, "the clock reads %s, outside %s..%s, the times an entry can carry",
+			now.Format(time.RFC3339Nano), chain.FirstTime, chain.LastTime).With("limit", chain.RangeLimit(now))
+	}
 	draft, err := build(snap, now)
 	if err != nil {
 		return nil, err

@@ -26,46 +26,55 @@ func flipPackedByte(t *testing.T, dir, id string, pick func(start, end int64) in
 	t.Helper()
 	idxs, _ := filepath.Glob(filepath.Join(gitDir(t, dir), "objects", "pack", "*.idx"))
 	for _, idx := range idxs {
-		ib, err := os.ReadFile(idx)
-		if err != nil {
-			t.Fatal(err)
+		if pack := flipIndexedByte(t, dir, idx, id, pick); pack != "" {
+			return pack
 		}
-		out, err := gitTry(dir, ib, "show-index")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var offs []int64
-		at := int64(-1)
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			fields := strings.Fields(line)
-			off, _ := strconv.ParseInt(fields[0], 10, 64)
-			offs = append(offs, off)
-			if fields[1] == id {
-				at = off
-			}
-		}
-		if at < 0 {
-			continue
-		}
-		pack := strings.TrimSuffix(idx, ".idx") + ".pack"
-		b, err := os.ReadFile(pack)
-		if err != nil {
-			t.Fatal(err)
-		}
-		end := int64(len(b) - 20)
-		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-		for _, o := range offs {
-			if o > at {
-				end = o
-				break
-			}
-		}
-		b[pick(at, end)] ^= 0x01
-		replaceFile(t, pack, b)
-		return pack
 	}
 	t.Fatalf("object %s is in no pack", id)
 	return ""
+}
+
+// flipIndexedByte is flipPackedByte in the pack of the index idx only; it
+// returns "" if that pack does not hold id.
+func flipIndexedByte(t *testing.T, dir, idx, id string, pick func(start, end int64) int64) string {
+	t.Helper()
+	ib, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := gitTry(dir, ib, "show-index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	at := int64(-1)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		fields := strings.Fields(line)
+		off, _ := strconv.ParseInt(fields[0], 10, 64)
+		offs = append(offs, off)
+		if fields[1] == id {
+			at = off
+		}
+	}
+	if at < 0 {
+		return ""
+	}
+	pack := strings.TrimSuffix(idx, ".idx") + ".pack"
+	b, err := os.ReadFile(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := int64(len(b) - 20)
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	for _, o := range offs {
+		if o > at {
+			end = o
+			break
+		}
+	}
+	b[pick(at, end)] ^= 0x01
+	replaceFile(t, pack, b)
+	return pack
 }
 
 // One flipped byte in an old state object of the ledger (the meta blob of

@@ -48,6 +48,7 @@ func (s *remoteSite) clone(name string) string {
 	s.t.Helper()
 	dir := filepath.Join(s.t.TempDir(), name)
 	testrepo.Git(s.t, filepath.Dir(dir), "clone", "-q", s.url, dir)
+	testrepo.CheckObjects(s.t, dir) // fetches of what the server wrote, under testrepo.FsckVar
 	s.t.Cleanup(func() { waitMaintenance(s.t, dir) })
 	if _, err := gitTry(dir, nil, "rev-parse", "-q", "--verify", "HEAD"); err != nil {
 		testrepo.Git(s.t, dir, "symbolic-ref", "HEAD", "refs/heads/main")

@@ -422,7 +422,14 @@ func (f *planFile) plan(root *pnode) (*lease.PlanBody, error) {
 				case "title":
 					return f.str(v, field, &c.Title)
 				case "role":
-					return f.str(v, field, &c.Role)
+					// An empty role is refused, not read as none: the
+					// rules refuse an empty id (FORMAT.md §5), and an
+					// empty value is more often a template's unset
+					// variable than a wish for no role.
+					if err := f.str(v, field, &c.Role); err != nil || v.kind != pString || c.Role != "" {
+						return err
+					}
+					return f.errAt(v, field, "an empty role; leave role out for none")
 				case "deps":
 					return f.strs(v, field, &c.Deps)
 				default:

@@ -34,6 +34,8 @@ func TestPlanFileErrors(t *testing.T) {
 		{"unknown.json", "{\"wave\":\"w\",\"owner\":\"me\",\"cells\":[]}", 1, 13, "owner", "unknown field (a plan has wave, cells)"},
 		{"two.yaml", "wave: w\ncells: [{id: a}]\n---\nwave: x\n", 3, 1, "", "one YAML document"}, // the second starts at ---
 		{"empty.yaml", "", 0, 0, "", "empty"},
+		{"role.json", "{\"wave\":\"w\",\"cells\":[{\"id\":\"a\",\"role\":\"\"}]}", 1, 39, "cells[0].role", "an empty role"},
+		{"role.yaml", "wave: w\ncells:\n  - id: a\n    role: ''\n", 4, 11, "cells[0].role", "an empty role"},
 	} {
 		e := r.refuse(2, "USAGE", "A", "plan", r.file(c.file, c.content))
 		msg, _ := e["message"].(string)

@@ -68,6 +68,7 @@ func (c *netCluster) clone(name string) string {
 	c.t.Helper()
 	dir := filepath.Join(c.t.TempDir(), name)
 	testrepo.Git(c.t, filepath.Dir(dir), "clone", "-q", c.url, dir)
+	testrepo.CheckObjects(c.t, dir) // fetches of what the server wrote, under testrepo.FsckVar
 	netWaitMaintenance(c.t, dir)
 	if _, err := netGit(dir, nil, "rev-parse", "-q", "--verify", "HEAD"); err != nil {
 		testrepo.Git(c.t, dir, "symbolic-ref", "HEAD", "refs/heads/main")

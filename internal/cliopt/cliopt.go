@@ -90,9 +90,10 @@ func EnvClock() (func() time.Time, error) {
 		return nil, errs.New(errs.Usage, "TALLY_NOW must be RFC 3339: %v", err)
 	}
 	if !chain.TimeInRange(t) {
-		// An offset can carry a year-9999 (or year-0) time out of the format.
-		return nil, errs.New(errs.Usage, "TALLY_NOW %s is %s in UTC, outside the years 0000..9999 an entry's time can carry",
-			s, t.UTC().Format(time.RFC3339Nano)).With("limit", chain.LastTime)
+		// Before 1970 a commit time is negative, which git refuses; an
+		// offset can also carry a year-9999 (or year-1970) time out of range.
+		return nil, errs.New(errs.Usage, "TALLY_NOW %s is %s in UTC, outside %s..%s, the times an entry can carry",
+			s, t.UTC().Format(time.RFC3339Nano), chain.FirstTime, chain.LastTime).With("limit", chain.RangeLimit(t))
 	}
 	return func() time.Time { return t }, nil
 }

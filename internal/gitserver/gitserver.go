@@ -313,8 +313,8 @@ func serve(t testing.TB, h http.Handler, stderr *lockedBuffer) string {
 }
 
 // NewBare creates the bare repository root/name, installs tally's server
-// hook in it with the real binary (`tally hooks install --server`), enables
-// pushing over smart HTTP, keeps automatic gc in the foreground, logs every
+// hook in it with the real binary (`tally hooks install --server`), checks
+// the objects pushed to it under testrepo.FsckVar, enables pushing over smart HTTP, keeps automatic gc in the foreground, logs every
 // ref update in the reflog (see ServerLog), and returns its path.
 func NewBare(t testing.TB, root, name string) string {
 	t.Helper()
@@ -323,6 +323,7 @@ func NewBare(t testing.TB, root, name string) string {
 		t.Fatal(err)
 	}
 	testrepo.Git(t, dir, "init", "-q", "--bare", "-b", "main")
+	testrepo.CheckObjects(t, dir)
 	testrepo.Git(t, dir, "config", "http.receivepack", "true")
 	// receive-pack may start an automatic gc; in the foreground it stays in
 	// the server's process group, so it ends with the server at cleanup

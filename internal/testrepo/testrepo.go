@@ -74,12 +74,33 @@ func Git(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// FsckVar names the variable that, set to 1, has every repository New and
+// gitserver.NewBare create check each object it receives as hardened
+// servers do (receive.fsckObjects and transfer.fsckObjects: git fsck's
+// checks, refusing the push or fetch of a commit git would report). CI runs
+// the ledger, receipt and remote tests so once (.ci/run): a ledger, note
+// or checkpoint tally writes that such a server refuses fails them.
+const FsckVar = "TALLY_TEST_FSCK"
+
+// CheckObjects turns on the object checks of FsckVar in the repository dir
+// (bare or not) when the variable is 1; otherwise it does nothing, sparing
+// the checks' time.
+func CheckObjects(t testing.TB, dir string) {
+	t.Helper()
+	if os.Getenv(FsckVar) != "1" {
+		return
+	}
+	Git(t, dir, "config", "receive.fsckObjects", "true")
+	Git(t, dir, "config", "transfer.fsckObjects", "true")
+}
+
 // New creates a repository with one commit and returns its work tree. The
 // test waits for background compactions there before the directory goes.
 func New(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	Git(t, dir, "init", "-q", "-b", "main")
+	CheckObjects(t, dir)
 	Git(t, dir, "commit", "-q", "--allow-empty", "-m", "root")
 	t.Cleanup(func() { WaitCompaction(t, filepath.Join(dir, ".git")) })
 	return dir
