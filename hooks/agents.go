@@ -64,7 +64,7 @@ var agentSpecs = map[string]agentSpec{
 	AgentOpencode: {File: ".opencode/plugins/tally-guard.js", Plugin: true},
 	// Cursor's editing tools; the guard refuses a writing tool it does not know.
 	AgentCursor: {File: ".cursor/hooks.json", Flat: true, Events: []agentEvent{
-		{"preToolUse", "Write|StrReplace|Edit|MultiEdit|Delete|EditNotebook"}}},
+		{"preToolUse", "Write|StrReplace|Edit|MultiEdit|Delete|EditNotebook"}, {"sessionStart", ""}, {"sessionEnd", ""}}},
 }
 
 // ParseAgents reads --agent values: names, comma lists, or "all".
@@ -298,8 +298,8 @@ type hookGroup struct {
 }
 
 func newEntry(spec agentSpec, ev agentEvent, command string) (json.RawMessage, error) {
-	if spec.Flat {
-		return marshal(commandHook{Command: command, Matcher: ev.Matcher, FailClosed: true})
+	if spec.Flat { // failClosed on the edit event: a session hook refuses nothing
+		return marshal(commandHook{Command: command, Matcher: ev.Matcher, FailClosed: ev.Matcher != ""})
 	}
 	return marshal(hookGroup{Matcher: ev.Matcher, Hooks: []commandHook{{Type: "command", Command: command}}})
 }

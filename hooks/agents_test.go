@@ -163,7 +163,7 @@ func TestAgentInstallCreatesAndUninstallDeletes(t *testing.T) {
 	if err := json.Unmarshal([]byte(readTestFile(t, filepath.Join(wt, ".cursor", "hooks.json"))), &cursor); err != nil {
 		t.Fatal(err)
 	}
-	if e := cursor.Hooks["preToolUse"]; cursor.Version != 1 || len(e) != 1 || !e[0].FailClosed || commandBinary(e[0].Command) != bin {
+	if e := cursor.Hooks["preToolUse"]; cursor.Version != 1 || len(e) != 1 || !e[0].FailClosed || commandBinary(e[0].Command) != bin || len(cursor.Hooks["sessionStart"]) != 1 {
 		t.Fatalf("cursor hooks.json: %+v", cursor)
 	}
 	if p := readTestFile(t, filepath.Join(wt, ".opencode", "plugins", "tally-guard.js")); pluginBinary(p) != bin {
