@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -394,6 +395,26 @@ func (c *Config) Values(name string) []string {
 	}
 	return values
 }
+
+// Bool reads a boolean variable as git does: true, yes, on or a non-zero
+// number (any case), or the name alone on its line; false when unset or
+// anything else.
+func (c *Config) Bool(name string) bool {
+	v, ok := c.Value(name)
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(v) {
+	case "", "true", "yes", "on":
+		return true
+	}
+	n, err := strconv.Atoi(v)
+	return err == nil && n != 0
+}
+
+// IgnoreCase reports git's core.ignorecase: the work tree's file system
+// treats paths that differ only in case as one file.
+func (r *Repo) IgnoreCase() bool { return r.Config().Bool("core.ignorecase") }
 
 // ConfigValue reads the configuration now and returns one variable.
 func (r *Repo) ConfigValue(name string) (string, bool) { return r.Config().Value(name) }

@@ -171,3 +171,20 @@ func (r *Repo) Close() error {
 	}
 	return nil
 }
+
+// WorkTreeOf returns the work tree containing dir (an existing directory)
+// and the common git directory of its repository, found by walking up as
+// git does but without git's environment variables: the guard asks where a
+// path lies, not where this process's git is. ok is false when dir is in
+// no work tree (a bare repository has none).
+func WorkTreeOf(dir string) (workTree, commonDir string, ok bool) {
+	r := &Repo{}
+	if r.discover(dir) != nil || r.WorkTree == "" {
+		return "", "", false
+	}
+	r.CommonDir = r.GitDir
+	if b, err := readFile(filepath.Join(r.GitDir, "commondir")); err == nil {
+		r.CommonDir = absFrom(r.GitDir, strings.TrimSpace(string(b)))
+	}
+	return r.WorkTree, r.CommonDir, true
+}

@@ -25,18 +25,6 @@ import (
 // that program is gone; opencode's plugin throws unless tally answers an
 // explicit allow; Cursor's entry sets failClosed.
 
-// Agent harness names, as --agent takes them.
-const (
-	AgentClaude   = "claude"
-	AgentCodex    = "codex"
-	AgentGemini   = "gemini"
-	AgentOpencode = "opencode"
-	AgentCursor   = "cursor"
-)
-
-// Agents are the harnesses InstallAgent knows, in the order status lists them.
-var Agents = []string{AgentClaude, AgentCodex, AgentGemini, AgentOpencode, AgentCursor}
-
 // agentEvent is one hook a harness runs: its event name and the tools it
 // matches ("" for every occasion of the event).
 type agentEvent struct{ Event, Matcher string }

@@ -9,7 +9,6 @@ import (
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
-	"github.com/tally-dev/tally/pathspec"
 	"github.com/tally-dev/tally/receipt"
 )
 
@@ -20,6 +19,9 @@ type codeState struct {
 	snap   *ledger.Snapshot
 	policy *lease.Policy
 	holds  []lease.PathHold
+	// ignoreCase: the repository's core.ignorecase; paths and patterns then
+	// match case folded (FORMAT.md §9c).
+	ignoreCase bool
 }
 
 func (c *Checker) codeStateAt(tip gitstore.ObjectID) (*codeState, error) {
@@ -31,7 +33,7 @@ func (c *Checker) codeStateAt(tip gitstore.ObjectID) (*codeState, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs := &codeState{snap: snap, policy: p}
+	cs := &codeState{snap: snap, policy: p, ignoreCase: c.L.Repo.IgnoreCase()}
 	if p.PathLeases != lease.Off {
 		if cs.holds, err = lease.PathHolds(snap, c.Now); err != nil {
 			return nil, err
@@ -91,8 +93,8 @@ func (c *Checker) checkCode(cs *codeState, u Update) ([]Finding, error) {
 			}
 		}
 		for _, path := range changed {
-			for _, h := range holds {
-				if !p.IsAuthor(h.Actor, cm.Author.Email) && pathspec.Match(h.Pattern, path) {
+			for _, h := range lease.HoldsOn(holds, path, cs.ignoreCase) {
+				if !p.IsAuthor(h.Actor, cm.Author.Email) {
 					add(p.PathLeases, errs.PathHeld, "%s %s by %s changes %s, leased to %s (%s, epoch %d) until %s; "+
 						"author %s is not %s's (the policy's authors give %s: %v; tally policy set-authors maps an actor to its commit emails)",
 						what, id, cm.Author.Email, path, h.Actor, h.Source, h.Epoch, h.ExpiresAt,

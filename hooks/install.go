@@ -30,12 +30,17 @@ const dispatchName = "tally"
 // binLine starts the shim line that names the tally binary.
 const binLine = "tally_bin="
 
+// PreCommitHook is the backstop of the edit guard (FORMAT.md §9c): it
+// refuses a commit whose staged paths another actor holds, whatever wrote
+// them (a shell command no agent hook saw).
+const PreCommitHook = "pre-commit"
+
 // Client and server hook names. AllHooks are every hook install may write,
 // which uninstall and status look at.
 var (
 	ClientHooks = []string{"pre-push"}
 	ServerHooks = []string{"pre-receive"}
-	AllHooks    = []string{"pre-push", "commit-msg", "pre-receive", SequencerHook}
+	AllHooks    = []string{"pre-push", PreCommitHook, "commit-msg", "pre-receive", SequencerHook}
 )
 
 // Placements of a shim.

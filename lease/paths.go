@@ -224,7 +224,7 @@ func loadPaths(t *txn, now time.Time) (*paths, error) {
 	}
 	s := &paths{t: t, pol: pol}
 	var li locksIndex
-	if _, err := t.load(locksIndexKey, &li); err != nil {
+	if _, err := t.loadWith(locksIndexKey, &li, func(b []byte, v any) error { return decodeLocksIndex(b, v.(*locksIndex)) }); err != nil {
 		return nil, err
 	}
 	for _, l := range li.Locks {
@@ -279,7 +279,7 @@ func cellHolds(t *txn, now time.Time) ([]PathHold, error) {
 			src := "cell " + w + "/" + id
 			for _, pat := range c.Paths {
 				out = append(out, PathHold{Pattern: pat, Actor: c.Lease.Actor, Epoch: c.Lease.Epoch,
-					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}})
+					ExpiresAt: c.Lease.ExpiresAt, Source: src, cell: CellRef{Wave: w, Cell: id}, ttl: c.Lease.TTLSeconds})
 			}
 			return false, nil
 		})

@@ -61,7 +61,34 @@ type Policy struct {
 	// the author whose email is its own name. Omitted when empty, like
 	// Pushers.
 	Authors map[string][]string `json:"authors,omitempty"`
+	// EditLeases is what the edit guard and the pre-commit hook do with a
+	// path nobody holds: allow it (Off), allow it with a warning (Warn), or
+	// refuse it (Enforce: "edits need a lease"). Omitted while off ("" reads
+	// as off), like Pushers.
+	EditLeases string `json:"edit_leases,omitempty"`
+	// SessionEnd is what the guard does with an actor's leases when its
+	// agent's session ends: SessionExpire (leave them to their TTL) or
+	// SessionRelease. Omitted while expire ("").
+	SessionEnd string `json:"session_end,omitempty"`
 }
+
+// Values of Policy.SessionEnd.
+const (
+	SessionExpire  = "expire"
+	SessionRelease = "release"
+)
+
+// editLeases is EditLeases with its default spelled out.
+func (p *Policy) editLeases() string {
+	if p.EditLeases == "" {
+		return Off
+	}
+	return p.EditLeases
+}
+
+// ReleasesAtSessionEnd reports whether an agent's session end releases its
+// leases rather than leaving them to expire.
+func (p *Policy) ReleasesAtSessionEnd() bool { return p.SessionEnd == SessionRelease }
 
 // IsAuthor reports whether a commit authored by email is actor's own work
 // for the push rules: email is actor itself, or matches one of the
@@ -197,6 +224,10 @@ type PolicySet struct {
 	// (ReceiptIndexChunked, the only value; once). It is recorded in the
 	// layout blob, not the policy blob (Layout says why).
 	ReceiptIndex *string `json:"receipt_index,omitempty"`
+	// EditLeases sets edit_leases: off, warn or enforce.
+	EditLeases *string `json:"edit_leases,omitempty"`
+	// SessionEnd sets session_end: expire or release.
+	SessionEnd *string `json:"session_end,omitempty"`
 }
 
 func validMode(m string) bool { return m == Off || m == Warn || m == Enforce }
@@ -296,6 +327,27 @@ func (r *rule) policy() (string, error) {
 			return "", err
 		}
 		changed = append(changed, "authors")
+	}
+	if b.EditLeases != nil {
+		if !validMode(*b.EditLeases) {
+			return "", errs.New(errs.Usage, "edit_leases must be off, warn or enforce")
+		}
+		p.EditLeases = *b.EditLeases
+		if p.EditLeases == Off {
+			p.EditLeases = "" // the default is left out of the blob
+		}
+		changed = append(changed, "edit_leases")
+	}
+	if b.SessionEnd != nil {
+		switch *b.SessionEnd {
+		case SessionExpire:
+			p.SessionEnd = ""
+		case SessionRelease:
+			p.SessionEnd = SessionRelease
+		default:
+			return "", errs.New(errs.Usage, "session_end must be expire or release")
+		}
+		changed = append(changed, "session_end")
 	}
 	// Without admins anyone may change the policy, so required signatures
 	// would protect nothing: any actor with a key could turn them off.

@@ -259,6 +259,7 @@ type PathHold struct {
 	ExpiresAt string  `json:"expires_at"`
 	Source    string  `json:"source"` // "cell W/C" or "lock"
 	cell      CellRef // the claimed cell whose paths these are; zero for a lock
+	ttl       int     // the cell lease's ttl_seconds; 0 for a lock (the index has none)
 }
 
 // PathHolds returns the live path holds at time now: the path locks of
@@ -269,11 +270,7 @@ func PathHolds(kv chain.KV, now time.Time) ([]PathHold, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []PathHold
-	for _, l := range s.locks {
-		out = append(out, PathHold{Pattern: l.Pattern, Actor: l.Actor, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Source: "lock"})
-	}
-	return append(out, s.cells...), nil
+	return s.holds(), nil
 }
 
 // Locks returns the path locks live at now, in pattern order.

@@ -638,3 +638,9 @@ func stepMask(m uint8, c rune) uint8 {
 	}
 	return 0
 }
+
+// Fold returns s case folded, for matching where the file system ignores
+// case (git's core.ignorecase): a pattern and a path match case-insensitively
+// when their folds match. '*', '?' and '/' fold to themselves, so the fold of
+// a normalized pattern is one.
+func Fold(s string) string { return strings.ToLower(s) }

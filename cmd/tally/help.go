@@ -18,7 +18,7 @@ var commandGroups = []struct {
 	{"paths", "Path locks:", []string{"lock", "unlock", "locks", "deadlocks"}},
 	{"receipts", "Receipts, checkpoints and proofs:", []string{"receipt", "checkpoint", "prove", "verify-proof", "anchor"}},
 	{"audit", "Audit:", []string{"verify", "log", "report", "audit", "check"}},
-	{"remote", "Remote and hooks:", []string{"remote", "sync", "hooks"}},
+	{"remote", "Remote and hooks:", []string{"remote", "sync", "hooks", "guard"}},
 	{"setup", "Setup:", []string{"init", "policy", "keys", "gc", "mcp", "demo", "version"}},
 }
 

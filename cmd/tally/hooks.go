@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,21 +23,25 @@ func (a *app) hooksCmd() *cobra.Command {
 		Short: "install, inspect or remove the git hooks that enforce the ledger at push",
 		Args:  args(cobra.NoArgs),
 	}
-	var server, commitMsg bool
+	var server, commitMsg, client bool
 	var tallyBin string
 	var agentFlags []string
 	names := func() []string {
 		if server {
 			return hooks.ServerHooks
 		}
-		if commitMsg {
-			return append(hooks.ClientHooks, "commit-msg")
+		names := slices.Clone(hooks.ClientHooks)
+		if client {
+			names = append(names, hooks.PreCommitHook)
 		}
-		return hooks.ClientHooks
+		if commitMsg {
+			names = append(names, "commit-msg")
+		}
+		return names
 	}
 	install := &cobra.Command{
-		Use:   "install [--server] [--commit-msg] [--agent HARNESS] [--tally PATH]",
-		Short: "write thin hook shims that call tally (pre-push; pre-receive with --server), chaining existing hooks or joining a <hook>.d/ dispatcher; with --agent, an agent harness's edit guard instead",
+		Use:   "install [--server] [--client] [--commit-msg] [--agent HARNESS] [--tally PATH]",
+		Short: "write thin hook shims that call tally (pre-push, and pre-commit with --client; pre-receive with --server), chaining existing hooks or joining a <hook>.d/ dispatcher; with --agent, an agent harness's edit guard instead",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
@@ -100,6 +105,7 @@ func (a *app) hooksCmd() *cobra.Command {
 		},
 	}
 	install.Flags().BoolVar(&server, "server", false, "the server hook (pre-receive) of a bare repository")
+	install.Flags().BoolVar(&client, "client", false, "also the pre-commit hook, which refuses a commit of staged paths another actor holds (the edit guard's backstop for shell commands)")
 	install.Flags().BoolVar(&commitMsg, "commit-msg", false, "also the commit-msg hook, which adds a Tally-Checkpoint trailer to code commits")
 	install.Flags().StringVar(&tallyBin, "tally", "", "the tally binary the shims call, kept as this absolute path (default: this binary, symbolic links resolved)")
 	install.Flags().StringArrayVar(&agentFlags, "agent", nil, "install the edit guard of agent harness `HARNESS` into this work tree instead of git hooks: "+strings.Join(hooks.Agents, ", ")+", or all (repeatable, or a comma list)")
@@ -131,6 +137,8 @@ func (a *app) hooksCmd() *cobra.Command {
 	// that scripts written for the uninstall that took them keep working.
 	uninstall.Flags().BoolVar(&server, "server", false, "")
 	uninstall.Flags().BoolVar(&commitMsg, "commit-msg", false, "")
+	uninstall.Flags().BoolVar(&client, "client", false, "")
+	uninstall.Flags().MarkHidden("client")
 	uninstall.Flags().MarkHidden("server")
 	uninstall.Flags().MarkHidden("commit-msg")
 	uninstall.Flags().StringArrayVar(&agentFlags, "agent", nil, "remove what install wrote for agent harness `HARNESS` from this work tree, and nothing else: "+strings.Join(hooks.Agents, ", ")+", or all (repeatable, or a comma list)")
@@ -277,6 +285,9 @@ func (a *app) hookCmd() *cobra.Command {
 					return hooks.ProcReceive(cmd.InOrStdin(), a.stdout, func(u hooks.Update) hooks.Answer {
 						return serveRequest(c, u, a.stderr)
 					})
+				}
+				if argv[0] == hooks.PreCommitHook {
+					return a.preCommit(c)
 				}
 				if argv[0] == "commit-msg" {
 					if len(argv) != 2 {

@@ -38,7 +38,15 @@ func (a *app) policyCmd() *cobra.Command {
 					PusherVar    string              `json:"pusher_var"`
 					Authors      map[string][]string `json:"authors"`
 					ReceiptIndex string              `json:"receipt_index"`
-				}{p, p.Pushers, p.PusherVar, p.Authors, layout.IndexName()}
+					EditLeases   string              `json:"edit_leases"`
+					SessionEnd   string              `json:"session_end"`
+				}{p, p.Pushers, p.PusherVar, p.Authors, layout.IndexName(), lease.Off, lease.SessionExpire}
+				if p.EditLeases != "" {
+					view.EditLeases = p.EditLeases
+				}
+				if p.ReleasesAtSessionEnd() {
+					view.SessionEnd = lease.SessionRelease
+				}
 				if view.Pushers == nil {
 					view.Pushers = map[string][]string{}
 				}
@@ -46,8 +54,8 @@ func (a *app) policyCmd() *cobra.Command {
 					view.Authors = map[string][]string{}
 				}
 				return a.emit(map[string]any{"policy": view}, func(w io.Writer) {
-					fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\nauthors: %v\nreceipt_index: %s\n",
-						p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar, view.Authors, view.ReceiptIndex)
+					fmt.Fprintf(w, "require_signatures: %v\nskew_seconds: %d\nreceipts: %s\npath_leases: %s\nprotected: %v\nroles: %v\nactor_roles: %v\nadmins: %v\npushers: %v\npusher_var: %s\nauthors: %v\nreceipt_index: %s\nedit_leases: %s\nsession_end: %s\n",
+						p.RequireSignatures, p.SkewSeconds, p.Receipts, p.PathLeases, p.Protected, p.Roles, p.ActorRoles, p.Admins, view.Pushers, p.PusherVar, view.Authors, view.ReceiptIndex, view.EditLeases, view.SessionEnd)
 				})
 			})
 		},
@@ -60,9 +68,11 @@ func (a *app) policyCmd() *cobra.Command {
 		admins         []string
 		pusherVar      string
 		receiptIndex   string
+		editLeases     string
+		sessionEnd     string
 	)
 	set := &cobra.Command{
-		Use:   "set [--require-signatures] [--skew S] [--receipts MODE] [--path-leases MODE] [--protected REF,...] [--admins A,...] [--pusher-var NAME] [--receipt-index chunked]",
+		Use:   "set [--require-signatures] [--skew S] [--receipts MODE] [--path-leases MODE] [--protected REF,...] [--admins A,...] [--pusher-var NAME] [--receipt-index chunked] [--edit-leases MODE] [--session-end expire|release]",
 		Short: "change policy fields (MODE: off, warn or enforce)",
 		Long: `set changes the policy fields given, in one policy entry.
 
@@ -101,6 +111,12 @@ one way: switching it off, or again, is refused (USAGE).`,
 			if f.Changed("receipt-index") {
 				p.ReceiptIndex = &receiptIndex
 			}
+			if f.Changed("edit-leases") {
+				p.EditLeases = &editLeases
+			}
+			if f.Changed("session-end") {
+				p.SessionEnd = &sessionEnd
+			}
 			return a.setPolicy(p)
 		},
 	}
@@ -112,6 +128,8 @@ one way: switching it off, or again, is refused (USAGE).`,
 	set.Flags().StringSliceVar(&admins, "admins", nil, "actors allowed to change the policy and anyone's keys")
 	set.Flags().StringVar(&pusherVar, "pusher-var", "", "environment variable (`NAME`) the server hook reads the pusher from first (\"\" removes it)")
 	set.Flags().StringVar(&receiptIndex, "receipt-index", "", "switch the receipts index to `chunked` (one way: a done's cost then stays flat however many receipts its commit has)")
+	set.Flags().StringVar(&editLeases, "edit-leases", "", "edits and commits of paths nobody holds (the edit guard, pre-commit): off, warn or enforce (\"edits need a lease\")")
+	set.Flags().StringVar(&sessionEnd, "session-end", "", "an agent's leases when its session ends: expire (left to their TTL) or release")
 	roles := &cobra.Command{
 		Use:   "set-roles ROLE=PRIORITY...",
 		Short: "define roles and their priorities (higher preempts lower)",

@@ -110,7 +110,7 @@ func (a *app) topCommands() []topCommand {
 		{"anchor", a.anchorCmd}, {"policy", a.policyCmd}, {"keys", a.keysCmd}, {"remote", a.remoteCmd},
 		{"sync", a.syncCmd}, {"hooks", a.hooksCmd}, {"hook", a.hookCmd},
 		{"report", a.reportCmd}, {"audit", a.auditCmd},
-		{"mcp", a.mcpCmd}, {"version", a.versionCmd}, {"check", a.checkCmd},
+		{"mcp", a.mcpCmd}, {"version", a.versionCmd}, {"check", a.checkCmd}, {"guard", a.guardCmd},
 	}
 }
 
