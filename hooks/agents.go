@@ -87,7 +87,7 @@ const agentMarker = `"$tally_bin" guard --agent `
 // path, and a refusal in the form every shell-hook harness reads as deny
 // (exit 2, the reason on stderr) when that binary is gone.
 func agentCommand(agent, tallyPath string) string {
-	return fmt.Sprintf(`tally_bin=%s; [ -x "$tally_bin" ] || { echo "tally: the edit guard cannot run: the tally binary $tally_bin is missing or not executable; refusing. Reinstall with: tally hooks install --agent %s" >&2; exit 2; }; exec %s%s`,
+	return fmt.Sprintf(`tally_bin=%s; [ -x "$tally_bin" ] || { echo "tally: the tally binary $tally_bin is missing or not executable, so the edit guard refuses (tally hooks install --agent %s)" >&2; exit 2; }; exec %s%s`,
 		shellQuote(tallyPath), agent, agentMarker, agent)
 }
 
@@ -136,7 +136,7 @@ export const TallyGuard = async ({ directory }) => ({
     });
     const run = spawnSync(tallyBin, ["guard", "--agent", "opencode"], { input: payload, encoding: "utf8", cwd: directory });
     if (run.error) {
-      throw new Error("tally: the edit guard cannot run " + tallyBin + " (" + run.error.message + "); refusing. Reinstall with: tally hooks install --agent opencode");
+      throw new Error("tally: the tally binary " + tallyBin + " is missing or not executable (" + run.error.message + "), so the edit guard refuses (tally hooks install --agent opencode)");
     }
     let answer;
     try {
