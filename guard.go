@@ -27,8 +27,8 @@ func (c *Client) EditCheck(paths []string) (*lease.EditDecision, error) {
 }
 
 // RenewAging renews the holds EditCheck found aging, each keeping its TTL,
-// in one append: one lock entry per TTL among the locks, one renew entry
-// per cell.
+// in one append: lock entries for the locks (one per TTL and per
+// lease.MaxLockPatterns patterns), one renew entry per cell.
 func (c *Client) RenewAging(aging []lease.AgingHold) error {
 	if len(aging) == 0 {
 		return nil
@@ -51,11 +51,13 @@ func (c *Client) RenewAging(aging []lease.AgingHold) error {
 	for _, ttl := range ttls {
 		locks := byTTL[ttl]
 		sort.Slice(locks, func(i, j int) bool { return locks[i].Pattern < locks[j].Pattern })
-		b := lease.LockBody{TTL: ttl}
-		for _, l := range locks {
-			b.Patterns, b.Epochs = append(b.Patterns, l.Pattern), append(b.Epochs, l.Epoch)
+		for part := range slices.Chunk(locks, lease.MaxLockPatterns) {
+			b := lease.LockBody{TTL: ttl}
+			for _, l := range part {
+				b.Patterns, b.Epochs = append(b.Patterns, l.Pattern), append(b.Epochs, l.Epoch)
+			}
+			builds = append(builds, draft(chain.KindLock, b))
 		}
-		builds = append(builds, draft(chain.KindLock, b))
 	}
 	_, err := c.appendBatch(builds)
 	return err
@@ -113,8 +115,8 @@ func (c *Client) SessionStart() (*SessionView, error) {
 }
 
 // SessionEnd ends an agent's session as the policy's session_end says:
-// leaves its leases to expire (released false), or releases its live path
-// locks and the claimed cells whose paths it holds, in one append.
+// leaves its leases to expire (nothing released), or releases its live
+// path locks and the claimed cells whose paths it holds, in one append.
 func (c *Client) SessionEnd() (released []lease.PathHold, err error) {
 	if err := c.needActor(); err != nil {
 		return nil, err
@@ -127,18 +129,18 @@ func (c *Client) SessionEnd() (released []lease.PathHold, err error) {
 	if err != nil || !p.ReleasesAtSessionEnd() {
 		return nil, err
 	}
-	d, err := c.EditCheck(nil)
+	d, err := lease.EditCheck(s, c.Actor, nil, c.L.EntryTime(s), false)
 	if err != nil {
 		return nil, err
 	}
 	var builds []ledger.BuildFunc
-	var unlock lease.UnlockBody
+	var locks []lease.PathHold // in pattern order, as holds list them
 	var cells []lease.CellRef
 	for _, h := range d.Holds {
 		ref, isCell := h.Cell()
 		switch {
 		case !isCell:
-			unlock.Patterns, unlock.Epochs = append(unlock.Patterns, h.Pattern), append(unlock.Epochs, h.Epoch)
+			locks = append(locks, h)
 		case slices.Contains(cells, ref):
 			continue
 		default:
@@ -147,7 +149,11 @@ func (c *Client) SessionEnd() (released []lease.PathHold, err error) {
 		}
 		released = append(released, h)
 	}
-	if len(unlock.Patterns) > 0 { // holds list locks in pattern order
+	for part := range slices.Chunk(locks, lease.MaxLockPatterns) {
+		var unlock lease.UnlockBody
+		for _, h := range part {
+			unlock.Patterns, unlock.Epochs = append(unlock.Patterns, h.Pattern), append(unlock.Epochs, h.Epoch)
+		}
 		builds = append(builds, draft(chain.KindUnlock, unlock))
 	}
 	if len(builds) == 0 {

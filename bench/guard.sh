@@ -11,7 +11,8 @@
 # plus 8, ttl one day), none of them the guard's actor's. The payload writes
 # src/main.go, a path nobody holds: the common case, an allowed edit that
 # appends nothing. Prints p50 and p99 of wall time for each and the ratio
-# of the p50s. Needs go, git, python3.
+# of the p50s. Needs go, git, python3. The p99 is the machine's as much as
+# tally's: read it beside git's p99 from the same run.
 set -e
 dir=$(cd "$1" && pwd)
 runs=${2:-300}

@@ -96,7 +96,7 @@ var (
 		AgentOpencode: {"edit": pathFields, "write": pathFields, "multiedit": pathFields,
 			"apply_patch": patchField, "patch": patchField},
 		AgentCursor: {"Write": pathFields, "Edit": pathFields, "StrReplace": pathFields, "MultiEdit": pathFields,
-			"Delete": pathFields, "EditNotebook": pathFields},
+			"Delete": pathFields, "EditNotebook": pathFields, "TabWrite": pathFields},
 	}
 	readers = map[string][]string{
 		AgentClaude: {"Read", "Grep", "Glob", "LS", "Bash", "BashOutput", "KillShell", "Task", "TodoWrite",

@@ -15,19 +15,21 @@ type EditTarget struct {
 	// Abs is the path made absolute and clean, with the symbolic links of
 	// its deepest existing ancestor resolved.
 	Abs string `json:"abs"`
-	// Rel is Abs relative to its work tree, '/'-separated: what the lease
-	// rules judge. Empty when the path is not tally's to judge (Skipped).
-	Rel     string `json:"rel,omitempty"`
-	Skipped string `json:"skipped,omitempty"` // why it is not judged
+	// WorkTree and CommonDir are the work tree the path lies in and its
+	// repository's common git directory (links resolved), Rel the path
+	// relative to WorkTree, '/'-separated: what the lease rules judge. All
+	// empty when the path is not tally's to judge (Skipped says why).
+	WorkTree  string `json:"work_tree,omitempty"`
+	CommonDir string `json:"common_dir,omitempty"`
+	Rel       string `json:"rel,omitempty"`
+	Skipped   string `json:"skipped,omitempty"`
 }
 
 // ResolveEditPaths resolves the paths a payload names (absolute, or
-// relative to base; '\' read as a separator) for the repository whose
-// common git directory is commonDir. A path in a work tree of that
-// repository (any of its worktrees) gets Rel; a path in no work tree, in
-// another repository, or inside a .git directory is Skipped.
-func ResolveEditPaths(given []string, base, commonDir string) []EditTarget {
-	common := realPath(commonDir)
+// relative to base; '\' read as a separator) to the work tree each lies in
+// (any worktree of any repository). A path in no work tree, or inside a
+// .git directory, is Skipped.
+func ResolveEditPaths(given []string, base string) []EditTarget {
 	out := make([]EditTarget, 0, len(given))
 	for _, g := range given {
 		p := filepath.FromSlash(strings.ReplaceAll(g, `\`, "/"))
@@ -35,24 +37,22 @@ func ResolveEditPaths(given []string, base, commonDir string) []EditTarget {
 			p = filepath.Join(base, p)
 		}
 		t := EditTarget{Given: g, Abs: resolveExisting(filepath.Clean(p))}
-		dir := existingDir(t.Abs)
-		wt, cd, ok := gitstore.WorkTreeOf(dir)
-		switch {
-		case !ok:
+		wt, cd, ok := gitstore.WorkTreeOf(existingDir(t.Abs))
+		if !ok {
 			t.Skipped = "outside every git work tree"
-		case realPath(cd) != common:
-			t.Skipped = "in another repository (" + wt + ")"
+			out = append(out, t)
+			continue
+		}
+		wt = RealPath(wt)
+		rel, err := filepath.Rel(wt, t.Abs)
+		rel = filepath.ToSlash(rel)
+		switch {
+		case err != nil || rel == ".." || strings.HasPrefix(rel, "../"):
+			t.Skipped = "outside its work tree"
+		case rel == "." || rel == ".git" || strings.HasPrefix(rel, ".git/"):
+			t.Skipped = "the work tree's own git directory"
 		default:
-			rel, err := filepath.Rel(realPath(wt), t.Abs)
-			rel = filepath.ToSlash(rel)
-			switch {
-			case err != nil || rel == ".." || strings.HasPrefix(rel, "../"):
-				t.Skipped = "outside its work tree"
-			case rel == "." || rel == ".git" || strings.HasPrefix(rel, ".git/"):
-				t.Skipped = "the work tree's own git directory"
-			default:
-				t.Rel = rel
-			}
+			t.WorkTree, t.CommonDir, t.Rel = wt, RealPath(cd), rel
 		}
 		out = append(out, t)
 	}
@@ -108,8 +108,9 @@ func existingDir(p string) string {
 	}
 }
 
-// realPath is p with its symbolic links resolved, or p when that fails.
-func realPath(p string) string {
+// RealPath is p with its symbolic links resolved, or p cleaned when that
+// fails: how the guard compares repositories' directories.
+func RealPath(p string) string {
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
 	}

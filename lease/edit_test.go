@@ -116,3 +116,25 @@ func TestHoldsOnKeyFilter(t *testing.T) {
 		t.Fatalf("holds on src/a/b.go: %v", got)
 	}
 }
+
+// BenchmarkEditCheck times the edit guard's decision in process: one path
+// against 1,000 live path locks of 32 other actors (the state issue 29's
+// guard benchmark reads; bench/guard.sh times the whole process).
+//
+//	go test ./lease -run '^$' -bench EditCheck
+func BenchmarkEditCheck(b *testing.B) {
+	w := newPL(b)
+	for a := 0; a*32 < 1000; a++ {
+		var pats []string
+		for i := a * 32; i < min(1000, (a+1)*32); i++ {
+			pats = append(pats, fmt.Sprintf("area/%04d/**", i))
+		}
+		w.mustLock(fmt.Sprintf("holder-%d", a), 86400, pats...)
+	}
+	for b.Loop() {
+		d, err := lease.EditCheck(w.kv, "agent", []string{"src/main.go"}, w.now(), false)
+		if err != nil || d.Refused() {
+			b.Fatal(d, err)
+		}
+	}
+}

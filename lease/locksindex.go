@@ -1,9 +1,9 @@
 package lease
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -14,7 +14,7 @@ import (
 // escapes) is read directly; anything else, however valid, goes to
 // json.Unmarshal.
 func decodeLocksIndex(b []byte, li *locksIndex) error {
-	if locks, ok := canonicalLocks(b); ok {
+	if locks, ok := canonicalLocks(string(b)); ok {
 		li.Locks = locks
 		return nil
 	}
@@ -22,17 +22,18 @@ func decodeLocksIndex(b []byte, li *locksIndex) error {
 	return json.Unmarshal(b, li)
 }
 
-// canonicalLocks reads b when it is exactly
+// canonicalLocks reads s when it is exactly
 // {"locks":[{"actor":S,"epoch":N,"expires_at":S,"pattern":S},...]}
 // with strings of valid UTF-8 holding no escape or control character and N
-// a JSON integer; ok is false for anything else.
-func canonicalLocks(b []byte) (locks []indexedLock, ok bool) {
-	rest, ok := bytes.CutPrefix(b, []byte(`{"locks":[`))
-	if !ok || bytes.IndexByte(b, '\\') >= 0 {
+// a JSON integer; ok is false for anything else. The strings it returns
+// share s's memory: one copy of the blob, not one per field.
+func canonicalLocks(s string) (locks []indexedLock, ok bool) {
+	rest, ok := strings.CutPrefix(s, `{"locks":[`)
+	if !ok || strings.IndexByte(s, '\\') >= 0 {
 		return nil, false
 	}
-	locks = make([]indexedLock, 0, bytes.Count(rest, []byte(`{"actor":`)))
-	for more := len(rest) > 0 && rest[0] == '{'; more; {
+	locks = make([]indexedLock, 0, strings.Count(rest, `{"actor":`))
+	for more := strings.HasPrefix(rest, "{"); more; {
 		var l indexedLock
 		var epoch string
 		for _, f := range []struct {
@@ -40,7 +41,7 @@ func canonicalLocks(b []byte) (locks []indexedLock, ok bool) {
 			dst    *string
 			quoted bool
 		}{{`{"actor":`, &l.Actor, true}, {`,"epoch":`, &epoch, false}, {`,"expires_at":`, &l.ExpiresAt, true}, {`,"pattern":`, &l.Pattern, true}} {
-			if rest, ok = bytes.CutPrefix(rest, []byte(f.prefix)); !ok {
+			if rest, ok = strings.CutPrefix(rest, f.prefix); !ok {
 				return nil, false
 			}
 			if *f.dst, rest, ok = canonicalValue(rest, f.quoted); !ok {
@@ -54,50 +55,50 @@ func canonicalLocks(b []byte) (locks []indexedLock, ok bool) {
 		if l.Epoch, err = strconv.ParseInt(epoch, 10, 64); err != nil {
 			return nil, false
 		}
-		if rest, ok = bytes.CutPrefix(rest, []byte("}")); !ok {
+		if rest, ok = strings.CutPrefix(rest, "}"); !ok {
 			return nil, false
 		}
 		locks = append(locks, l)
-		if rest, more = bytes.CutPrefix(rest, []byte(",")); more && (len(rest) == 0 || rest[0] != '{') {
+		if rest, more = strings.CutPrefix(rest, ","); more && !strings.HasPrefix(rest, "{") {
 			return nil, false
 		}
 	}
-	return locks, string(rest) == "]}"
+	return locks, rest == "]}"
 }
 
-// canonicalValue cuts one value off b: a string without escapes (quoted),
+// canonicalValue cuts one value off s: a string without escapes (quoted),
 // or the bytes up to the next ',' or '}'.
-func canonicalValue(b []byte, quoted bool) (string, []byte, bool) {
+func canonicalValue(s string, quoted bool) (string, string, bool) {
 	if !quoted {
-		i := bytes.IndexAny(b, ",}")
+		i := strings.IndexAny(s, ",}")
 		if i <= 0 {
-			return "", nil, false
+			return "", "", false
 		}
-		return string(b[:i]), b[i:], true
+		return s[:i], s[i:], true
 	}
-	if len(b) == 0 || b[0] != '"' {
-		return "", nil, false
+	if !strings.HasPrefix(s, `"`) {
+		return "", "", false
 	}
-	i := bytes.IndexByte(b[1:], '"')
+	i := strings.IndexByte(s[1:], '"')
 	if i < 0 {
-		return "", nil, false
+		return "", "", false
 	}
-	s := b[1 : 1+i]
-	for _, c := range s {
-		if c < 0x20 {
-			return "", nil, false
+	v := s[1 : 1+i]
+	for j := 0; j < len(v); j++ {
+		if v[j] < 0x20 {
+			return "", "", false
 		}
 	}
-	if !utf8.Valid(s) {
-		return "", nil, false
+	if !utf8.ValidString(v) {
+		return "", "", false
 	}
-	return string(s), b[i+2:], true
+	return v, s[i+2:], true
 }
 
 // jsonInteger reports whether s is a JSON number without fraction or
 // exponent: -?(0|[1-9][0-9]*).
 func jsonInteger(s string) bool {
-	s, _ = cutByte(s, '-')
+	s = strings.TrimPrefix(s, "-")
 	if s == "" || s[0] == '0' && len(s) > 1 {
 		return false
 	}
@@ -107,11 +108,4 @@ func jsonInteger(s string) bool {
 		}
 	}
 	return true
-}
-
-func cutByte(s string, c byte) (string, bool) {
-	if s != "" && s[0] == c {
-		return s[1:], true
-	}
-	return s, false
 }

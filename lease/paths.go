@@ -227,10 +227,14 @@ func loadPaths(t *txn, now time.Time) (*paths, error) {
 	if _, err := t.loadWith(locksIndexKey, &li, func(b []byte, v any) error { return decodeLocksIndex(b, v.(*locksIndex)) }); err != nil {
 		return nil, err
 	}
+	lastStamp, lastExp := "", false // the locks one entry took share their expiry: parse it once
 	for _, l := range li.Locks {
-		exp, err := expiredAt(l.ExpiresAt, now)
-		if err != nil {
-			return nil, err
+		exp := lastExp
+		if l.ExpiresAt != lastStamp || lastStamp == "" {
+			if exp, err = expiredAt(l.ExpiresAt, now); err != nil {
+				return nil, err
+			}
+			lastStamp, lastExp = l.ExpiresAt, exp
 		}
 		if exp {
 			s.dirtyL = true

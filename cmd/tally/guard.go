@@ -14,6 +14,7 @@ import (
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/hooks"
 	"github.com/tally-dev/tally/lease"
 )
@@ -33,7 +34,7 @@ the ready cells. Every failure refuses the edit (FORMAT.md §9c).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("repo") {
-				a.dir = "" // the payload's cwd names the repository
+				a.dir = "" // the payload names the repositories
 			}
 			return a.guard(cmd.InOrStdin(), agent, event)
 		},
@@ -88,35 +89,76 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 			return ans.deny(failed(err))
 		}
 	}
-	a.openAt(base)
-	c, err := a.client(true)
-	if err != nil {
+	deny, warn, err := a.judgeEdit(call, base)
+	switch {
+	case err != nil:
 		return ans.deny(failed(err))
+	case deny != "":
+		return ans.deny(deny)
 	}
-	var rels []string
-	for _, t := range hooks.ResolveEditPaths(call.Paths, base, c.L.Repo.CommonDir) {
-		if t.Rel != "" && !slices.Contains(rels, t.Rel) {
-			rels = append(rels, t.Rel)
+	return ans.allow(warn)
+}
+
+// judgeEdit judges each path the call writes by the ledger of the
+// repository it lies in, grouped by repository: the refusal (empty when
+// allowed) and the warning. The home repository — -C's, else the one the
+// payload's cwd lies in, the project the hooks were installed for — must
+// have a ledger; another repository without one is not tally's to judge.
+func (a *app) judgeEdit(call *hooks.AgentCall, base string) (deny, warn string, err error) {
+	home, homeDir := "", base
+	if a.dir != "" {
+		homeDir = a.dir
+	}
+	if _, cd, ok := gitstore.WorkTreeOf(hooks.RealPath(homeDir)); ok {
+		home = hooks.RealPath(cd)
+	}
+	type repoPaths struct {
+		workTree string
+		rels     []string
+	}
+	var order []string
+	repos := map[string]*repoPaths{}
+	for _, t := range hooks.ResolveEditPaths(call.Paths, base) {
+		if t.Rel == "" {
+			continue
+		}
+		g := repos[t.CommonDir]
+		if g == nil {
+			g = &repoPaths{workTree: t.WorkTree}
+			repos[t.CommonDir] = g
+			order = append(order, t.CommonDir)
+		}
+		if !slices.Contains(g.rels, t.Rel) {
+			g.rels = append(g.rels, t.Rel)
 		}
 	}
-	if len(rels) == 0 {
-		return ans.allow("") // nothing in this repository's work trees
+	var denials, warnings []string
+	for _, cd := range order {
+		g := repos[cd]
+		a.dir = g.workTree
+		c, err := a.client(true)
+		var d *lease.EditDecision
+		if err == nil {
+			d, err = c.EditCheck(g.rels)
+		}
+		if errs.CodeOf(err) == errs.NotInitialized && cd != home {
+			continue // a repository that keeps no ledger
+		}
+		if err != nil {
+			return "", "", err
+		}
+		if d.Refused() {
+			denials = append(denials, refusal(c.Actor, call.SessionID, d, c.L.Now()))
+			continue
+		}
+		// The edit is allowed on live leases whatever a renewal does: a
+		// failed renewal only leaves a lease to expire sooner.
+		c.RenewAging(d.Aging)
+		if w := d.Warned(); len(w) > 0 {
+			warnings = append(warnings, unleasedWarning(w))
+		}
 	}
-	d, err := c.EditCheck(rels)
-	if err != nil {
-		return ans.deny(failed(err))
-	}
-	now := c.L.Now()
-	if d.Refused() {
-		return ans.deny(refusal(c.Actor, call.SessionID, d, now))
-	}
-	// The edit is allowed on live leases whatever a renewal does: a failed
-	// renewal only leaves a lease to expire sooner.
-	c.RenewAging(d.Aging)
-	if w := d.Warned(); len(w) > 0 {
-		return ans.allow(unleasedWarning(w))
-	}
-	return ans.allow("")
+	return strings.Join(denials, "\n"), strings.Join(warnings, "\n"), nil
 }
 
 // unleasedWarning is the warning for paths nobody holds under edit_leases

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,11 +183,14 @@ func TestGuardDecisions(t *testing.T) {
 func TestGuardPaths(t *testing.T) {
 	r := guardRepo(t)
 	env := r.env()
+	cwd := r.dir
 	edit := func(path string) (bool, string) {
 		t.Helper()
-		p := toolPayload("claude", r.dir, "Write", map[string]any{"file_path": path})
+		p := toolPayload("claude", cwd, "Write", map[string]any{"file_path": path})
 		return runGuard(t, "alice", "claude", p, env...).decision(t, "claude")
 	}
+	other := guardRepo(t) // another repository with its own ledger: bob holds src/API/** there too
+	plain := newRepo(t)   // a repository without a ledger
 	wt := filepath.Join(t.TempDir(), "wt")
 	r.git("worktree", "add", "-q", wt)
 	outside := t.TempDir()
@@ -205,11 +209,23 @@ func TestGuardPaths(t *testing.T) {
 		{filepath.Join(outside, "free.go"), true},        // in no repository
 		{"src/api/x.go", true},                           // case matters: core.ignorecase is false
 		{filepath.Join(r.dir, ".git", "COMMIT_EDITMSG"), true},
+		{filepath.Join(other.dir, "src/API/x.go"), false}, // judged by its own ledger
+		{filepath.Join(other.dir, "README"), true},
+		{filepath.Join(plain.dir, "src/API/x.go"), true}, // no ledger there: not tally's
 	} {
 		if ok, why := edit(tc.path); ok != tc.allow {
 			t.Errorf("%s: allowed %v, want %v: %q", tc.path, ok, tc.allow, why)
 		}
 	}
+	// From outside every repository the paths are still judged where they lie.
+	cwd = t.TempDir()
+	if ok, why := edit(filepath.Join(r.dir, "src/API/x.go")); ok || !strings.Contains(why, "held by bob") {
+		t.Errorf("from outside: allowed %v: %q", ok, why)
+	}
+	if ok, why := edit(filepath.Join(cwd, "x")); !ok {
+		t.Errorf("outside from outside: %q", why)
+	}
+	cwd = r.dir
 	r.git("config", "core.ignorecase", "true")
 	for _, p := range []string{"src/api/x.go", `SRC\api\x.go`} {
 		if ok, why := edit(p); ok || !strings.Contains(why, "held by bob") {
@@ -260,13 +276,26 @@ func TestGuardSession(t *testing.T) {
 		t.Fatalf("cursor session start: %s", out.stdout)
 	}
 
-	expiry := func() string {
+	// More locks than one lock entry names (lease.MaxLockPatterns): renewal
+	// and release take several entries.
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("n/%02d", i))
+	}
+	r.ok("alice", append([]string{"lock", "--ttl", "90"}, many[:32]...)...)
+	r.ok("alice", append([]string{"lock", "--ttl", "90"}, many[32:]...)...)
+	expiry := func() string { // of alice's locks, "" if none, "mixed" if they differ
+		at := ""
 		for _, l := range arr(t, r.ok("alice", "locks"), "locks") {
-			if l := l.(map[string]any); l["pattern"] == "docs" {
-				return l["expires_at"].(string)
+			if l := l.(map[string]any); l["actor"] == "alice" {
+				if e := l["expires_at"].(string); at == "" || at == e {
+					at = e
+				} else {
+					at = "mixed"
+				}
 			}
 		}
-		return ""
+		return at
 	}
 	edit := editPayload("claude", r.dir, "docs/a.md")
 	r.at(29 * time.Second) // 61 s of 90 left: not yet a third used
@@ -296,6 +325,9 @@ func TestGuardSession(t *testing.T) {
 	}
 	if c := obj(t, r.ok("carol", "show", "w/c"), "cell"); c["state"] != "pending" {
 		t.Fatalf("carol's cell after session end: %v", c["state"])
+	}
+	if out := runGuard(t, "alice", "claude", end, r.env()...); out.code != 0 || expiry() != "" {
+		t.Fatalf("alice's 41 locks after session end under release: %q %s", expiry(), out.stderr)
 	}
 }
 
@@ -340,4 +372,53 @@ func TestGuardCaseInsensitive(t *testing.T) {
 	if out, err := git("push", "--no-verify", srv, "main"); err == nil || !strings.Contains(out, "PATH-HELD") || !strings.Contains(out, "changes src/api/x, leased to bob@example.com") {
 		t.Fatalf("push of src/api/x: %v %s", err, out)
 	}
+}
+
+// TestPreCommitMerge: concluding a merge, pre-commit judges only what the
+// merge itself changes (as the push hooks do): another actor's work merged
+// in on its own paths passes; an edit of them in the resolution does not.
+func TestPreCommitMerge(t *testing.T) {
+	r := newRepo(t)
+	r.ok("admin", "init")
+	r.ok("bob", "lock", "src/**")
+	if res := testrepo.Run(t, r.dir, "admin", nil, "hooks", "install", "--client", "--json"); res.Code != 0 {
+		t.Fatalf("hooks install: %s %s", res.Stdout, res.Stderr)
+	}
+	git := func(actor string, args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = r.dir
+		cmd.Env = testrepo.Env("TALLY_ACTOR=" + actor)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	must := func(actor string, args ...string) {
+		t.Helper()
+		if out, err := git(actor, args...); err != nil {
+			t.Fatalf("git %v as %s: %v %s", args, actor, err, out)
+		}
+	}
+	r.file("README", "base\n")
+	must("alice", "add", "README")
+	must("alice", "commit", "-q", "-m", "readme")
+	must("bob", "checkout", "-q", "-b", "bob")
+	r.file("src/a.go", "bob\n")
+	r.file("README", "bob\n")
+	must("bob", "add", "src/a.go", "README")
+	must("bob", "commit", "-q", "-m", "bob's work")
+	must("alice", "checkout", "-q", "main")
+	r.file("README", "alice\n")
+	must("alice", "commit", "-q", "-am", "alice's readme")
+	if out, err := git("alice", "merge", "bob"); err == nil || !strings.Contains(out, "CONFLICT") {
+		t.Fatalf("merge without a conflict: %v %s", err, out)
+	}
+	r.file("README", "both\n")
+	must("alice", "add", "README")
+	r.file("src/a.go", "alice\n") // an evil merge: alice's own change to bob's path
+	must("alice", "add", "src/a.go")
+	if out, err := git("alice", "commit", "-q", "--no-edit"); err == nil || !strings.Contains(out, "src/a.go is held by bob") {
+		t.Fatalf("evil merge committed: %v %s", err, out)
+	}
+	r.file("src/a.go", "bob\n")
+	must("alice", "add", "src/a.go")
+	must("alice", "commit", "-q", "--no-edit") // bob's work merged in as bob made it
 }
