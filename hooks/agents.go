@@ -52,7 +52,7 @@ var agentSpecs = map[string]agentSpec{
 	AgentOpencode: {File: ".opencode/plugins/tally-guard.js", Plugin: true},
 	// Cursor's editing tools; the guard refuses a writing tool it does not know.
 	AgentCursor: {File: ".cursor/hooks.json", Flat: true, Events: []agentEvent{
-		{"preToolUse", "Write|StrReplace|Edit|MultiEdit|Delete|EditNotebook"}, {"sessionStart", ""}, {"sessionEnd", ""}}},
+		{"preToolUse", "Write|StrReplace|Edit|MultiEdit|Delete|EditNotebook|TabWrite"}, {"sessionStart", ""}, {"sessionEnd", ""}}},
 }
 
 // ParseAgents reads --agent values: names, comma lists, or "all".

@@ -75,7 +75,7 @@ func TestCursorHooks(t *testing.T) {
 		t.Fatalf(".cursor/hooks.json: %+v", config)
 	}
 	matcher := regexp.MustCompile("^(?:" + pre[0].Matcher + ")$")
-	for _, tool := range []string{"Write", "Edit", "StrReplace", "MultiEdit", "Delete", "EditNotebook"} {
+	for _, tool := range []string{"Write", "Edit", "StrReplace", "MultiEdit", "Delete", "EditNotebook", "TabWrite"} {
 		if !matcher.MatchString(tool) {
 			t.Errorf("the matcher %q misses Cursor's %s", pre[0].Matcher, tool)
 		}
