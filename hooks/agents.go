@@ -41,18 +41,27 @@ type agentSpec struct {
 	Plugin bool
 }
 
-var agentSpecs = map[string]agentSpec{
-	AgentClaude: {File: ".claude/settings.json", Events: []agentEvent{
-		{"PreToolUse", "Edit|Write|MultiEdit|NotebookEdit"}, {"SessionStart", ""}, {"SessionEnd", ""}}},
-	// Codex names its edit tool apply_patch, and has no end event.
-	AgentCodex: {File: ".codex/hooks.json", Events: []agentEvent{
-		{"PreToolUse", "apply_patch"}, {"SessionStart", ""}}},
-	AgentGemini: {File: ".gemini/settings.json", Events: []agentEvent{
-		{"BeforeTool", "write_file|replace"}, {"SessionStart", ""}, {"SessionEnd", ""}}},
-	AgentOpencode: {File: ".opencode/plugins/tally-guard.js", Plugin: true},
-	// Cursor's editing tools; the guard refuses a writing tool it does not know.
-	AgentCursor: {File: ".cursor/hooks.json", Flat: true, Events: []agentEvent{
-		{"preToolUse", "Write|StrReplace|Edit|MultiEdit|Delete|EditNotebook|TabWrite"}, {"sessionStart", ""}, {"sessionEnd", ""}}},
+// specOf is where agent reads its project hooks (a zero File for a name
+// tally does not know). A function, not a map: every tally process runs
+// the package's initializers, and a map literal is built there.
+func specOf(agent string) agentSpec {
+	switch agent {
+	case AgentClaude:
+		return agentSpec{File: ".claude/settings.json", Events: []agentEvent{
+			{"PreToolUse", "Edit|Write|MultiEdit|NotebookEdit"}, {"SessionStart", ""}, {"SessionEnd", ""}}}
+	case AgentCodex: // Codex names its edit tool apply_patch, and has no end event.
+		return agentSpec{File: ".codex/hooks.json", Events: []agentEvent{
+			{"PreToolUse", "apply_patch"}, {"SessionStart", ""}}}
+	case AgentGemini:
+		return agentSpec{File: ".gemini/settings.json", Events: []agentEvent{
+			{"BeforeTool", "write_file|replace"}, {"SessionStart", ""}, {"SessionEnd", ""}}}
+	case AgentOpencode:
+		return agentSpec{File: ".opencode/plugins/tally-guard.js", Plugin: true}
+	case AgentCursor: // its editing tools; the guard refuses a writing tool it does not know
+		return agentSpec{File: ".cursor/hooks.json", Flat: true, Events: []agentEvent{
+			{"preToolUse", "Write|StrReplace|Edit|MultiEdit|Delete|EditNotebook|TabWrite"}, {"sessionStart", ""}, {"sessionEnd", ""}}}
+	}
+	return agentSpec{}
 }
 
 // ParseAgents reads --agent values: names, comma lists, or "all".
@@ -68,7 +77,7 @@ func ParseAgents(values []string) ([]string, error) {
 						out = append(out, a)
 					}
 				}
-			case agentSpecs[name].File == "":
+			case specOf(name).File == "":
 				return nil, errs.New(errs.Usage, "--agent %q: not a harness tally knows (%s, or all)", name, strings.Join(Agents, ", "))
 			case !slices.Contains(out, name):
 				out = append(out, name)
@@ -171,7 +180,7 @@ type AgentChange struct {
 // not a JSON object, or an opencode plugin of that name that is not tally's,
 // is refused, never overwritten.
 func InstallAgent(workTree, agent, tallyPath string) (AgentChange, error) {
-	spec := agentSpecs[agent]
+	spec := specOf(agent)
 	path := filepath.Join(workTree, spec.File)
 	ch := AgentChange{Agent: agent, File: path}
 	old, err := os.ReadFile(path)
@@ -387,7 +396,7 @@ func withoutTally(item json.RawMessage, flat bool) (json.RawMessage, bool) {
 // and so is a directory that leaves empty; the opencode plugin is deleted
 // if it is tally's.
 func UninstallAgent(workTree, agent string) (AgentChange, error) {
-	spec := agentSpecs[agent]
+	spec := specOf(agent)
 	path := filepath.Join(workTree, spec.File)
 	ch := AgentChange{Agent: agent, File: path, Action: "absent"}
 	old, err := os.ReadFile(path)
@@ -622,7 +631,7 @@ func StatusAgents(workTree string, trust AgentTrust) []AgentStatus {
 }
 
 func statusAgent(workTree, agent string, trust AgentTrust) AgentStatus {
-	spec := agentSpecs[agent]
+	spec := specOf(agent)
 	s := AgentStatus{Agent: agent, File: filepath.Join(workTree, spec.File)}
 	b, err := os.ReadFile(s.File)
 	if err != nil {

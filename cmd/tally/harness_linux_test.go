@@ -198,32 +198,58 @@ func harnessProgram(t *testing.T, h harness) string {
 	return bin
 }
 
-// startInLoopback runs start on a thread moved into a new network namespace
-// with only loopback, up: a listener start opens there, and every process
-// it starts, live in that namespace. The thread is never unlocked, so it
-// ends with its goroutine and nothing else of the test runs in there.
-// Without the right to make the namespace (CAP_SYS_ADMIN) the test is
-// skipped (failed under CI=true).
-func startInLoopback(t *testing.T, start func() error) error {
+// loopbackListener moves a thread into a new network namespace whose one
+// interface is loopback, up, and returns a listener on 127.0.0.1 opened
+// there and a function that starts a command from that thread: the command,
+// and all it starts, live in the namespace, so nothing they try leaves the
+// machine. The thread is never unlocked, so it ends with its goroutine and
+// nothing else of the test runs in there. Without the right to make the
+// namespace (CAP_SYS_ADMIN) the test is skipped (failed under CI=true).
+func loopbackListener(t *testing.T) (net.Listener, func(*exec.Cmd) error) {
 	t.Helper()
-	errc := make(chan error, 1)
+	type opened struct {
+		ln        net.Listener
+		namespace error // making the namespace failed
+		err       error
+	}
+	openc := make(chan opened, 1)
+	startc, startErr := make(chan *exec.Cmd), make(chan error, 1)
+	t.Cleanup(func() { close(startc) })
 	go func() {
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
+			openc <- opened{namespace: fmt.Errorf("unshare(CLONE_NEWNET): %w", err)}
 			return
 		}
 		if err := loopbackUp(); err != nil {
-			errc <- fmt.Errorf("bringing lo up: %w", err)
+			openc <- opened{namespace: fmt.Errorf("bringing lo up: %w", err)}
 			return
 		}
-		errc <- start()
+		ifaces, err := net.Interfaces()
+		if err != nil || len(ifaces) != 1 || ifaces[0].Name != "lo" || ifaces[0].Flags&net.FlagUp == 0 {
+			openc <- opened{err: fmt.Errorf("the namespace's interfaces are %v (%v), want lo alone, up", ifaces, err)}
+			return
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		openc <- opened{ln: ln, err: err}
+		if err != nil {
+			return
+		}
+		for cmd := range startc {
+			startErr <- cmd.Start()
+		}
 	}()
-	err := <-errc
-	if err != nil && (strings.HasPrefix(err.Error(), "unshare") || strings.HasPrefix(err.Error(), "bringing")) {
-		testrepo.Missing(t, "cannot make a loopback-only network namespace to run the harness in: "+err.Error())
+	o := <-openc
+	if o.namespace != nil {
+		testrepo.Missing(t, "cannot make a loopback-only network namespace to run the harness in: "+o.namespace.Error())
 	}
-	return err
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	return o.ln, func(cmd *exec.Cmd) error {
+		startc <- cmd
+		return <-startErr
+	}
 }
 
 // loopbackUp is `ip link set lo up` in the calling thread's namespace.
@@ -493,33 +519,25 @@ func runHarness(t *testing.T, h harness, repo, actor string) harnessRun {
 	program := harnessProgram(t, h)
 	home := t.TempDir()
 	model := &scriptedModel{api: h.api, repo: repo}
-	var cmd *exec.Cmd
+	ln, start := loopbackListener(t)
+	srv := &http.Server{Handler: model}
+	go srv.Serve(ln)
+	defer srv.Close()
+	env, args := h.setup(t, repo, home, "http://"+ln.Addr().String())
+	cmd := exec.Command(program, args...)
+	cmd.Dir = repo
+	// PWD too: opencode takes its project from it, not from the working
+	// directory.
+	cmd.Env = testrepo.Env(append([]string{"HOME=" + home, "PWD=" + repo, "TALLY_ACTOR=" + actor, "CI=", "NO_COLOR=1", "TERM=dumb"}, env...)...)
 	var out bytes.Buffer
-	var srv *http.Server
-	err := startInLoopback(t, func() error {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		srv = &http.Server{Handler: model}
-		go srv.Serve(ln)
-		env, args := h.setup(t, repo, home, "http://"+ln.Addr().String())
-		cmd = exec.Command(program, args...)
-		cmd.Dir = repo
-		// PWD too: opencode takes its project from it, not from the
-		// working directory.
-		cmd.Env = testrepo.Env(append([]string{"HOME=" + home, "PWD=" + repo, "TALLY_ACTOR=" + actor, "CI=", "NO_COLOR=1", "TERM=dumb"}, env...)...)
-		cmd.Stdin = nil
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
-		return cmd.Start()
-	})
-	if err != nil {
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	if err := start(cmd); err != nil {
 		t.Fatalf("%s: %v", h.name, err)
 	}
-	defer srv.Close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(harnessTimeout):
