@@ -547,8 +547,11 @@ func runHarness(t *testing.T, h harness, repo, actor string) harnessRun {
 	}
 	unix.Kill(-cmd.Process.Pid, unix.SIGKILL) // whatever it left behind
 	run := harnessRun{output: out.String(), results: model.toolResults()}
-	if _, err := os.Stat(filepath.Join(repo, harnessEditPath)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(repo, harnessEditPath)); err == nil {
 		run.written = true
+		if strings.TrimSpace(string(b)) != strings.TrimSpace(harnessEditText) {
+			t.Fatalf("%s wrote %s as %q, want %q", h.name, harnessEditPath, b, harnessEditText)
+		}
 	}
 	if len(run.results) == 0 {
 		t.Fatalf("%s (exit %v) sent the model no tool result\noutput:\n%s\nmodel:\n%s", h.name, err, run.output, model.log())
