@@ -25,6 +25,7 @@ func (a *app) hooksCmd() *cobra.Command {
 	}
 	var server, commitMsg, client bool
 	var tallyBin string
+	var agentFlags []string
 	names := func() []string {
 		if server {
 			return hooks.ServerHooks
@@ -39,14 +40,19 @@ func (a *app) hooksCmd() *cobra.Command {
 		return names
 	}
 	install := &cobra.Command{
-		Use:   "install [--server] [--client] [--commit-msg] [--tally PATH]",
-		Short: "write thin hook shims that call tally (pre-push, and pre-commit with --client; pre-receive with --server), chaining existing hooks or joining a <hook>.d/ dispatcher",
+		Use:   "install [--server] [--client] [--commit-msg] [--agent HARNESS] [--tally PATH]",
+		Short: "write thin hook shims that call tally (pre-push, and pre-commit with --client; pre-receive with --server), chaining existing hooks or joining a <hook>.d/ dispatcher; with --agent, an agent harness's edit guard instead",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
 				bin, err := installBinary(tallyBin)
 				if err != nil {
 					return err
+				}
+				if len(agentFlags) > 0 {
+					return a.changeAgents(c, agentFlags, func(wt, agent string) (hooks.AgentChange, error) {
+						return hooks.InstallAgent(wt, agent, bin)
+					})
 				}
 				var report *pusherReport
 				if server { // before Install moves the existing pre-receive aside
@@ -102,12 +108,16 @@ func (a *app) hooksCmd() *cobra.Command {
 	install.Flags().BoolVar(&client, "client", false, "also the pre-commit hook, which refuses a commit of staged paths another actor holds (the edit guard's backstop for shell commands)")
 	install.Flags().BoolVar(&commitMsg, "commit-msg", false, "also the commit-msg hook, which adds a Tally-Checkpoint trailer to code commits")
 	install.Flags().StringVar(&tallyBin, "tally", "", "the tally binary the shims call, kept as this absolute path (default: this binary, symbolic links resolved)")
+	install.Flags().StringArrayVar(&agentFlags, "agent", nil, "install the edit guard of agent harness `HARNESS` into this work tree instead of git hooks: "+strings.Join(hooks.Agents, ", ")+", or all (repeatable, or a comma list)")
 	uninstall := &cobra.Command{
-		Use:   "uninstall",
-		Short: "remove every hook shim tally installed (client and server, in any placement) and restore the hooks they chained",
+		Use:   "uninstall [--agent HARNESS]",
+		Short: "remove every hook shim tally installed (client and server, in any placement) and restore the hooks they chained; with --agent, an agent harness's edit guard instead",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
+				if len(agentFlags) > 0 {
+					return a.changeAgents(c, agentFlags, hooks.UninstallAgent)
+				}
 				paths, err := hooks.Uninstall(c.L.Repo)
 				if err != nil {
 					return err
@@ -131,14 +141,24 @@ func (a *app) hooksCmd() *cobra.Command {
 	uninstall.Flags().MarkHidden("client")
 	uninstall.Flags().MarkHidden("server")
 	uninstall.Flags().MarkHidden("commit-msg")
+	uninstall.Flags().StringArrayVar(&agentFlags, "agent", nil, "remove what install wrote for agent harness `HARNESS` from this work tree, and nothing else: "+strings.Join(hooks.Agents, ", ")+", or all (repeatable, or a comma list)")
 	status := &cobra.Command{
 		Use:   "status",
-		Short: "show which tally hooks are installed where, the binary they call, and whether they are active",
+		Short: "show which tally hooks (git and agent harness) are installed where, the binary they call, whether they are active, and what each harness still needs",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
 				st := hooks.Status(c.L.Repo)
-				return a.emit(map[string]any{"hooks": st}, func(w io.Writer) { printHookStatus(w, st) })
+				out := map[string]any{"hooks": st}
+				var agents []hooks.AgentStatus
+				if wt := c.L.Repo.WorkTree; wt != "" {
+					agents = hooks.StatusAgents(wt, hooks.DefaultAgentTrust(os.Getenv))
+					out["agents"] = agents
+				}
+				return a.emit(out, func(w io.Writer) {
+					printHookStatus(w, st)
+					printAgentStatus(w, agents)
+				})
 			})
 		},
 	}
@@ -192,6 +212,59 @@ func printHookStatus(w io.Writer, st []hooks.HookStatus) {
 		}
 		for _, p := range s.Problems {
 			fmt.Fprintf(w, "  problem: %s\n", p)
+		}
+	}
+}
+
+// changeAgents installs or uninstalls (change) the agent hooks that flags
+// name, in the work tree, and reports each file.
+func (a *app) changeAgents(c *tally.Client, flags []string, change func(workTree, agent string) (hooks.AgentChange, error)) error {
+	agents, err := hooks.ParseAgents(flags)
+	if err != nil {
+		return err
+	}
+	wt := c.L.Repo.WorkTree
+	if wt == "" {
+		return usageErr("agent hooks go into a work tree, and this repository is bare")
+	}
+	var changes []hooks.AgentChange
+	for _, agent := range agents {
+		ch, err := change(wt, agent)
+		if err != nil {
+			return err
+		}
+		changes = append(changes, ch)
+	}
+	return a.emit(map[string]any{"agents": changes}, func(w io.Writer) {
+		for _, ch := range changes {
+			fmt.Fprintf(w, "%s: %s %s\n", ch.Agent, ch.Action, ch.File)
+		}
+	})
+}
+
+func printAgentStatus(w io.Writer, st []hooks.AgentStatus) {
+	for _, s := range st {
+		if !s.Installed && s.Binary == "" {
+			fmt.Fprintf(w, "agent %s: not installed (%s)\n", s.Agent, s.File)
+			for _, p := range s.Problems {
+				fmt.Fprintf(w, "  problem: %s\n", p)
+			}
+			continue
+		}
+		state := "active"
+		if !s.Active {
+			state = "INACTIVE"
+		}
+		exists := "exists"
+		if !s.BinaryExists {
+			exists = "MISSING"
+		}
+		fmt.Fprintf(w, "agent %s: %s, %s\n  binary: %s (%s)\n", s.Agent, state, s.File, s.Binary, exists)
+		for _, p := range s.Problems {
+			fmt.Fprintf(w, "  problem: %s\n", p)
+		}
+		for _, n := range s.Needs {
+			fmt.Fprintf(w, "  needs: %s\n", n)
 		}
 	}
 }
