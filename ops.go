@@ -349,6 +349,9 @@ type DoneResult struct {
 	// is valid: a commit that changes nothing since the base, evidence of a
 	// command that failed, edits left uncommitted under the cell's paths.
 	Warnings []string `json:"warnings"`
+	// Landed is, for done --merge in a cell's worktree, the commit that
+	// landed on the target branch and the tip it landed on.
+	Landed *Landing `json:"landed,omitempty"`
 }
 
 // Done finishes the actor's cell with a receipt and points a git note on the
