@@ -86,6 +86,24 @@ func (c *Client) WorktreeCell() (*Worktree, error) {
 	return readBinding(c.L.Repo.GitDir)
 }
 
+// CellWorktree is the worktree bound to the cell's lease at epoch in this
+// repository (the one the client is in first), nil if there is none.
+func (c *Client) CellWorktree(ref lease.CellRef, epoch int64) (*Worktree, error) {
+	if w, err := c.WorktreeCell(); err != nil || w != nil && w.CellRef == ref && w.Epoch == epoch {
+		return w, err
+	}
+	bound, err := c.boundWorktrees()
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range bound {
+		if w.CellRef == ref && w.Epoch == epoch {
+			return w, nil
+		}
+	}
+	return nil, nil
+}
+
 func readBinding(gitDir string) (*Worktree, error) {
 	b, err := os.ReadFile(filepath.Join(gitDir, bindingFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -146,7 +164,7 @@ func worktreeGitDir(path string) (string, error) {
 // WorktreeClaim is the outcome of ClaimWorktree: the lease and its worktree.
 type WorktreeClaim struct {
 	*LeaseResult
-	Worktree *Worktree `json:"worktree"`
+	Worktree *Worktree `json:"worktree,omitempty"`
 }
 
 // worktreeIntent is what claim --worktree records before it makes the

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tally-dev/tally/internal/testrepo"
+)
+
+// gitIn runs git in dir for a goroutine (no *testing.T): its stdout, or an
+// error with its stderr.
+func gitIn(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = testrepo.Env()
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return "", fmt.Errorf("git %v in %s: %v: %s", args, dir, err, ee.Stderr)
+	}
+	return strings.TrimSpace(string(out)), err
+}
+
+// commitFile writes name in the worktree wt and commits it.
+func commitFile(wt, name, content string) error {
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(wt, name)), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(wt, name), []byte(content), 0o644); err != nil {
+		return err
+	}
+	if _, err := gitIn(wt, "add", name); err != nil {
+		return err
+	}
+	_, err := gitIn(wt, "commit", "-q", "-m", "work on "+name)
+	return err
+}
+
+// planCells plans wave w of n cells c00…; cell i depends on cell i-8 from
+// the ninth on, and on cell i-3 every fifth, so later cells wait for work
+// that must be in their worktree's base.
+func planCells(t *testing.T, dir string, n int) map[string][]string {
+	t.Helper()
+	deps := map[string][]string{}
+	var cells []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("c%02d", i)
+		var d []string
+		if i >= 8 {
+			d = append(d, fmt.Sprintf("c%02d", i-8))
+		}
+		if i%5 == 4 && i >= 3 {
+			d = append(d, fmt.Sprintf("c%02d", i-3))
+		}
+		deps[id] = d
+		quoted := make([]string, len(d))
+		for j, x := range d {
+			quoted[j] = `"` + x + `"`
+		}
+		cells = append(cells, fmt.Sprintf(`{"id":%q,"deps":[%s]}`, id, strings.Join(quoted, ",")))
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(planFile, []byte(`{"wave":"w","cells":[`+strings.Join(cells, ",")+`]}`), 0o644)
+	for _, args := range [][]string{{"init"}, {"plan", planFile}} {
+		if r := testrepo.Run(t, dir, "planner", nil, args...); r.Code != 0 {
+			t.Fatal(r)
+		}
+	}
+	return deps
+}
+
+// Eight agent processes drain a 40-cell plan with dependencies, each cell in
+// its own worktree: claim --next --worktree, commit there, done --merge.
+// Afterwards every cell's work is on main exactly once, every commit that
+// landed has a receipt, prune leaves no cell worktree or branch, and verify
+// --full and git fsck pass. The same commits made without worktrees leave a
+// repository of about the same size.
+func TestCellWorktreesDrain(t *testing.T) {
+	const agents, cells = 8, 40
+	dir := testrepo.New(t)
+	deps := planCells(t, dir, cells)
+	bin := testrepo.Tally(t)
+	var wg sync.WaitGroup
+	errc := make(chan error, agents*cells)
+	for i := 0; i < agents; i++ {
+		wg.Add(1)
+		go func(actor string) {
+			defer wg.Done()
+			for {
+				r := testrepo.Exec(bin, dir, actor, nil, "--json", "claim", "--next", "--worktree", "--wait", "2m")
+				if r.ErrorCode() == "PLAN-COMPLETE" {
+					return
+				}
+				if r.Code != 0 || r.Err != nil {
+					errc <- fmt.Errorf("%s: %v", r, r.Err)
+					return
+				}
+				wt := r.JSON["worktree"].(map[string]any)["path"].(string)
+				cell := r.JSON["cell"].(string)
+				for _, d := range deps[cell] {
+					if _, err := os.Stat(filepath.Join(wt, "cells", d)); err != nil {
+						errc <- fmt.Errorf("%s's worktree lacks the work of its dependency %s: %v", cell, d, err)
+					}
+				}
+				if err := commitFile(wt, "cells/"+cell, cell+" by "+actor+"\n"); err != nil {
+					errc <- err
+					return
+				}
+				if r := testrepo.Exec(bin, wt, actor, nil, "--json", "done", "--merge"); r.Code != 0 || r.Err != nil {
+					errc <- fmt.Errorf("%s: %v", r, r.Err)
+					return
+				}
+			}
+		}(fmt.Sprintf("agent%d", i))
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for cell := range deps {
+		if adds := testrepo.Git(t, dir, "log", "--format=%H", "--diff-filter=A", "main", "--", "cells/"+cell); len(strings.Fields(adds)) != 1 {
+			t.Errorf("cell %s's work was added to main %d times", cell, len(strings.Fields(adds)))
+		}
+	}
+	receipted := map[string]bool{}
+	for _, line := range strings.Split(testrepo.Git(t, dir, "notes", "--ref", "tally", "list"), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			receipted[f[1]] = true
+		}
+	}
+	landed := strings.Fields(testrepo.Git(t, dir, "rev-list", "--first-parent", "main", "^main~"+fmt.Sprint(cells)))
+	if len(landed) != cells {
+		t.Fatalf("%d commits landed on main's first-parent line, want %d", len(landed), cells)
+	}
+	for _, c := range landed {
+		if !receipted[c] {
+			t.Errorf("landed commit %s has no receipt", c)
+		}
+	}
+	if r := testrepo.Run(t, dir, "lead", nil, "--json", "worktree", "prune"); r.Code != 0 {
+		t.Fatal(r)
+	}
+	if list := testrepo.Git(t, dir, "worktree", "list", "--porcelain"); strings.Count(list, "worktree ") != 1 {
+		t.Errorf("worktrees remain after prune:\n%s", list)
+	}
+	if branches := testrepo.Git(t, dir, "branch", "--list", "tally/*"); branches != "" {
+		t.Errorf("cell branches remain after prune: %s", branches)
+	}
+	if r := testrepo.Run(t, dir, "auditor", nil, "--json", "verify", "--full"); r.Code != 0 {
+		t.Fatal(r)
+	}
+	testrepo.WaitCompaction(t, filepath.Join(dir, ".git"))
+	testrepo.Git(t, dir, "fsck", "--strict")
+
+	// The same commits, made in the main worktree without worktrees by one
+	// agent: the repository's size is compared after git gc in both, which
+	// packs what either wrote.
+	flat := testrepo.New(t)
+	planCells(t, flat, cells)
+	for range cells {
+		r := testrepo.Run(t, flat, "agent", nil, "--json", "claim", "--next")
+		if r.Code != 0 {
+			t.Fatal(r)
+		}
+		cell := r.JSON["cell"].(string)
+		epoch := fmt.Sprint(r.JSON["lease"].(map[string]any)["epoch"])
+		if err := commitFile(flat, "cells/"+cell, cell+" by agent0\n"); err != nil {
+			t.Fatal(err)
+		}
+		if r := testrepo.Run(t, flat, "agent", nil, "done", "w/"+cell, "--epoch", epoch); r.Code != 0 {
+			t.Fatal(r)
+		}
+	}
+	sizes := map[string]int64{}
+	for name, repo := range map[string]string{"worktrees": dir, "flat": flat} {
+		testrepo.WaitCompaction(t, filepath.Join(repo, ".git"))
+		t.Logf("%s: .git before git gc: %d bytes", name, dirSize(t, filepath.Join(repo, ".git")))
+		testrepo.Git(t, repo, "gc", "-q", "--prune=now")
+		sizes[name] = dirSize(t, filepath.Join(repo, ".git"))
+	}
+	t.Logf(".git after git gc: %d bytes with worktrees, %d bytes without", sizes["worktrees"], sizes["flat"])
+	if ratio := float64(sizes["worktrees"]) / float64(sizes["flat"]); ratio > 1.10 {
+		t.Errorf("the repository drained in worktrees is %.2f× the size of the same commits made without", ratio)
+	}
+}
+
+// dirSize sums the sizes of the regular files under dir.
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Two cells edit one line: the second done --merge is MERGE-CONFLICT, its
+// worktree, branch and lease as they were; merging main into the branch,
+// resolving and running done again lands it.
+func TestCellWorktreeConflict(t *testing.T) {
+	dir := testrepo.New(t)
+	os.WriteFile(filepath.Join(dir, "shared.txt"), []byte("one line\n"), 0o644)
+	testrepo.Git(t, dir, "add", "shared.txt")
+	testrepo.Git(t, dir, "commit", "-q", "-m", "shared")
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(plan, []byte(`{"wave":"w","cells":[{"id":"a"},{"id":"b"}]}`), 0o644)
+	for _, args := range [][]string{{"init"}, {"plan", plan}} {
+		if r := testrepo.Run(t, dir, "planner", nil, args...); r.Code != 0 {
+			t.Fatal(r)
+		}
+	}
+	trees := map[string]string{}
+	for _, cell := range []string{"a", "b"} {
+		r := testrepo.Run(t, dir, "agent-"+cell, nil, "--json", "claim", "w/"+cell, "--worktree")
+		if r.Code != 0 {
+			t.Fatal(r)
+		}
+		trees[cell] = r.JSON["worktree"].(map[string]any)["path"].(string)
+		if err := commitFile(trees[cell], "shared.txt", "edited by "+cell+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := testrepo.Run(t, trees["a"], "agent-a", nil, "--json", "done", "--merge"); r.Code != 0 {
+		t.Fatal(r)
+	}
+	tipB := testrepo.Git(t, trees["b"], "rev-parse", "HEAD")
+	r := testrepo.Run(t, trees["b"], "agent-b", nil, "--json", "done", "--merge")
+	if r.Code != 2 || r.ErrorCode() != "MERGE-CONFLICT" {
+		t.Fatalf("second done --merge: %v, want MERGE-CONFLICT (exit 2)", r)
+	}
+	if files := r.ErrorField("files"); fmt.Sprint(files) != "[shared.txt]" {
+		t.Errorf("conflicting files %v, want [shared.txt]", files)
+	}
+	if status := testrepo.Git(t, trees["b"], "status", "--porcelain"); status != "" {
+		t.Errorf("the refused done left the worktree changed:\n%s", status)
+	}
+	if tip := testrepo.Git(t, trees["b"], "rev-parse", "HEAD"); tip != tipB {
+		t.Errorf("the refused done moved the branch from %s to %s", tipB, tip)
+	}
+	show := testrepo.Run(t, trees["b"], "agent-b", nil, "--json", "show")
+	if cell := show.JSON["cell"].(map[string]any); cell["state"] != "claimed" || cell["lease"].(map[string]any)["actor"] != "agent-b" {
+		t.Fatalf("after the refused done the cell is %v", cell)
+	}
+	// Resolve where git says, commit, done again.
+	cmd := exec.Command("git", "merge", "-q", "main")
+	cmd.Dir, cmd.Env = trees["b"], testrepo.Env()
+	if cmd.Run() == nil {
+		t.Fatal("merging main into b did not conflict")
+	}
+	os.WriteFile(filepath.Join(trees["b"], "shared.txt"), []byte("edited by a and b\n"), 0o644)
+	testrepo.Git(t, trees["b"], "commit", "-q", "-am", "resolve")
+	r = testrepo.Run(t, trees["b"], "agent-b", nil, "--json", "done", "--merge")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	if got := testrepo.Git(t, dir, "show", "main:shared.txt"); got != "edited by a and b" {
+		t.Errorf("main has %q after the resolved landing", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "shared.txt")); string(b) != "edited by a and b\n" {
+		t.Errorf("main's worktree has %q: the landing did not carry its files", b)
+	}
+	if landed := r.JSON["landed"].(map[string]any)["commit"]; landed != testrepo.Git(t, dir, "rev-parse", "main") {
+		t.Errorf("landed %v, main is at %s", landed, testrepo.Git(t, dir, "rev-parse", "main"))
+	}
+}
