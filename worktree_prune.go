@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/tally-dev/tally/errs"
@@ -196,7 +197,13 @@ func (c *Client) pruneAbandoned() (int, error) {
 		path := filepath.Join(dir, e.Name())
 		in, err := readIntent(path)
 		if err != nil {
-			continue // a temporary file being renamed, or not ours
+			// A record cut short by a kill before its rename: its name
+			// starts with its writer's pid, as the record's does.
+			pid, _, _ := strings.Cut(e.Name(), "-")
+			if n, err := strconv.Atoi(pid); err == nil && !ProcessAlive(n) {
+				os.Remove(path)
+			}
+			continue
 		}
 		if ProcessAlive(in.PID) && processStart(in.PID) == in.Start {
 			continue // the claim is still making it
