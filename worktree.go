@@ -214,7 +214,7 @@ func (c *Client) ClaimWorktree(ctx context.Context, o ClaimOptions, wait time.Du
 	}
 	w := &Worktree{CellRef: res.CellRef, Epoch: res.Lease.Epoch, Actor: c.Actor, Target: target, Path: dir,
 		Branch: strings.NewReplacer("{wave}", res.Wave, "{cell}", res.Cell).Replace(tmpl)}
-	if err := c.makeWorktree(w); err != nil {
+	if err := c.makeWorktree(w, res.Commit); err != nil {
 		if _, rerr := c.Release(w.Wave, w.Cell, w.Epoch); rerr != nil {
 			return nil, errs.From(err).With("release", rerr.Error())
 		}
@@ -246,17 +246,17 @@ func (c *Client) worktreeTarget() (string, error) {
 	return branch, nil
 }
 
-// makeWorktree makes w's worktree for its fresh lease: base on the target's
-// tip (read after the claim, so that every dependency done by then has
-// landed), branch and directory (with -<epoch> when a kept one has the
-// name), and the binding.
-func (c *Client) makeWorktree(w *Worktree) error {
+// makeWorktree makes w's worktree for its fresh lease, claimed at ledger
+// commit claimed: base on the target's tip (read after the claim, so that
+// every dependency done by then has landed), branch and directory (with
+// -<epoch> when a kept one has the name), and the binding.
+func (c *Client) makeWorktree(w *Worktree, claimed string) error {
 	base, err := c.L.Repo.ReadRef("refs/heads/" + w.Target)
 	if err != nil {
 		return errs.Wrap(errs.IOError, err, "target branch %s", w.Target)
 	}
 	w.Base = base.String()
-	if err := c.checkDepsIn(w); err != nil {
+	if err := c.checkDepsIn(w, claimed); err != nil {
 		return err
 	}
 	explicit := w.Path != ""
@@ -307,9 +307,14 @@ func (c *Client) abandonIntent(path string) {
 }
 
 // checkDepsIn refuses a base that lacks the receipted commit of one of the
-// cell's dependencies: their work must be in the worktree it starts.
-func (c *Client) checkDepsIn(w *Worktree) error {
-	s, err := c.head()
+// cell's dependencies, as the state the claim left (at ledger commit
+// claimed) records them: their work must be in the worktree it starts.
+func (c *Client) checkDepsIn(w *Worktree, claimed string) error {
+	at, err := gitstore.ParseObjectID(claimed)
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "claim commit")
+	}
+	s, err := c.L.SnapshotAt(at)
 	if err != nil {
 		return err
 	}
