@@ -17,8 +17,9 @@ import (
 // States of a cell's worktree (WorktreeInfo.State), judged from the ledger.
 const (
 	WorktreeLive    = "live"    // its lease is held at its epoch, unexpired
+	WorktreeExpired = "expired" // its lease expired, and nobody has taken the cell over yet
 	WorktreeDone    = "done"    // the cell is done
-	WorktreeStale   = "stale"   // its lease ended otherwise: expired, released, taken over, failed
+	WorktreeStale   = "stale"   // its lease ended otherwise: released, taken over (a newer epoch), failed
 	WorktreeUnknown = "unknown" // the ledger does not know its cell (another namespace, another plan)
 )
 
@@ -59,6 +60,10 @@ func (c *Client) Worktrees() ([]WorktreeInfo, error) {
 				info.State = WorktreeDone
 			case lease.CheckHolder(cl, lease.EpochBody{CellRef: w.CellRef, Epoch: w.Epoch}, w.Actor, true, now) == nil:
 				info.State = WorktreeLive
+			case cl.State == lease.Claimed && cl.Epoch == w.Epoch:
+				// Its holder may still come back and claim it again;
+				// a takeover makes it stale.
+				info.State = WorktreeExpired
 			}
 		}
 		info.Bytes, info.Missing = diskUsed(w.Path)
@@ -147,12 +152,13 @@ func StashRef(w *Worktree) string {
 }
 
 // PruneWorktrees removes the worktrees and branches of cells that are done
-// or whose lease ended (expired, released, taken over, failed) when nothing
-// would be lost: the worktree has no uncommitted work and its branch is in
-// its target branch. Others are kept and reported, unless force: then their
-// work is first committed to StashRef. Live leases' worktrees are never
-// touched. It also removes what claims killed before binding a worktree
-// left behind.
+// or whose lease ended (released, failed, or expired and taken over at a
+// newer epoch) when nothing would be lost: the worktree has no uncommitted
+// work and its branch is in its target branch. Others are kept and
+// reported, unless force: then their work is first committed to StashRef.
+// Live leases' worktrees are never touched, nor those of expired leases
+// nobody took over. It also removes what claims killed before binding a
+// worktree left behind.
 func (c *Client) PruneWorktrees(force bool) (*PruneResult, error) {
 	lock, err := gitstore.LockFile(c.L.Files.LandLock())
 	if err != nil {
@@ -168,7 +174,7 @@ func (c *Client) PruneWorktrees(force bool) (*PruneResult, error) {
 		return nil, err
 	}
 	for _, info := range infos {
-		if info.State == WorktreeLive || info.State == WorktreeUnknown {
+		if info.State != WorktreeDone && info.State != WorktreeStale {
 			continue
 		}
 		p, err := c.pruneOne(info, force)

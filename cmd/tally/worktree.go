@@ -30,8 +30,9 @@ func (a *app) worktreeListCmd() *cobra.Command {
 		Long: `list maps every cell's worktree (a linked worktree claim --worktree made
 and bound to its lease) to its cell, branch, target branch, the epoch it
 was made at, the cell's holder and lease epoch now, and its state:
-live (its lease is held at its epoch), done (the cell is done), stale (the
-lease ended otherwise: expired, released, taken over, failed) or unknown
+live (its lease is held at its epoch), expired (its lease expired and
+nobody has taken the cell over), done (the cell is done), stale (the lease
+ended otherwise: released, failed, taken over at a newer epoch) or unknown
 (the ledger has no such cell). bytes is the disk its files use.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -93,13 +94,14 @@ func (a *app) worktreePruneCmd() *cobra.Command {
 		Use:   "prune [--force]",
 		Short: "remove the worktrees and branches of cells whose work is over, keeping what would be lost",
 		Long: `prune removes the worktree and branch of every cell that is done or whose
-lease ended otherwise (expired, released, taken over, failed) when nothing
+lease ended otherwise (released, failed, or expired and taken over) when nothing
 would be lost: the worktree has no uncommitted changes or untracked files
 (ignored files go with it) and its branch is merged into its target
 branch. Others are kept and reported, with the files and the reason. With
 --force their work is first saved to refs/tally/stash/WAVE/CELL/EPOCH (a
 commit of everything in the worktree on top of its HEAD), then they are
-removed. Worktrees of live leases are never touched. It also removes what a
+removed. Worktrees of live leases are never touched, nor those of expired
+leases nobody took over (their holder may claim the cell again). It also removes what a
 claim --worktree killed before binding its worktree left behind. tally gc
 runs it too.`,
 		Args: args(cobra.NoArgs),
