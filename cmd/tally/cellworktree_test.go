@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/internal/testrepo"
 )
@@ -275,5 +276,96 @@ func TestCellWorktreeConflict(t *testing.T) {
 	}
 	if landed := r.JSON["landed"].(map[string]any)["commit"]; landed != testrepo.Git(t, dir, "rev-parse", "main") {
 		t.Errorf("landed %v, main is at %s", landed, testrepo.Git(t, dir, "rev-parse", "main"))
+	}
+}
+
+// A claim --worktree that is refused makes nothing; one whose target lacks
+// a dependency's receipted commit is WORKTREE-BASE with its lease given
+// back. An expired lease's worktree stays until another epoch takes the
+// cell over; then prune removes it (clean, nothing unmerged), and the new
+// holder's worktree gets a branch of its own.
+func TestCellWorktreeLifecycle(t *testing.T) {
+	dir := testrepo.New(t)
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(plan, []byte(`{"wave":"w","cells":[{"id":"a"},{"id":"b","deps":["a"]},{"id":"c"}]}`), 0o644)
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) []string { return []string{"TALLY_NOW=" + t0.Add(d).Format(time.RFC3339Nano)} }
+	for _, args := range [][]string{{"init"}, {"plan", plan}} {
+		if r := testrepo.Run(t, dir, "planner", at(0), args...); r.Code != 0 {
+			t.Fatal(r)
+		}
+	}
+	nothingMade := func(when string) {
+		t.Helper()
+		if list := testrepo.Git(t, dir, "worktree", "list", "--porcelain"); strings.Count(list, "worktree ") != 1 {
+			t.Fatalf("%s: a worktree was made:\n%s", when, list)
+		}
+		if b := testrepo.Git(t, dir, "branch", "--list", "tally/*"); b != "" {
+			t.Fatalf("%s: a branch was made: %s", when, b)
+		}
+	}
+	// Cell a done in place, without landing its commit on main.
+	if r := testrepo.Run(t, dir, "one", at(0), "--json", "claim", "w/a"); r.Code != 0 {
+		t.Fatal(r)
+	}
+	side := t.TempDir()
+	testrepo.Git(t, dir, "worktree", "add", "-q", "-b", "side", side)
+	if err := commitFile(side, "a.txt", "a\n"); err != nil {
+		t.Fatal(err)
+	}
+	if r := testrepo.Run(t, side, "one", at(0), "--json", "done", "w/a", "--epoch", "1"); r.Code != 0 {
+		t.Fatal(r)
+	}
+	r := testrepo.Run(t, dir, "two", at(time.Minute), "--json", "claim", "w/b", "--worktree")
+	if r.Code != 2 || r.ErrorCode() != "WORKTREE-BASE" || r.ErrorField("dep") != "w/a" {
+		t.Fatalf("claim of b on a main without a's commit: %v", r)
+	}
+	if show := testrepo.Run(t, dir, "two", at(time.Minute), "--json", "show", "w/b"); show.JSON["cell"].(map[string]any)["state"] != "pending" {
+		t.Fatalf("b's lease was not given back: %v", show.JSON["cell"])
+	}
+	testrepo.Git(t, dir, "worktree", "remove", side)
+	testrepo.Git(t, dir, "branch", "-D", "side")
+	nothingMade("WORKTREE-BASE")
+
+	// c claimed by one with a worktree; a claim of c by two is refused and
+	// makes nothing.
+	r = testrepo.Run(t, dir, "one", at(time.Minute), "--json", "claim", "w/c", "--worktree", "--ttl", "10m")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	first := r.JSON["worktree"].(map[string]any)["path"].(string)
+	if r := testrepo.Run(t, dir, "two", at(2*time.Minute), "--json", "claim", "w/c", "--worktree"); r.ErrorCode() != "LEASE-HELD" {
+		t.Fatalf("second claim of c: %v", r)
+	}
+	if n := strings.Count(testrepo.Git(t, dir, "worktree", "list", "--porcelain"), "worktree "); n != 2 {
+		t.Fatalf("a refused claim changed the worktrees: %d", n)
+	}
+	state := func(when time.Duration) string {
+		t.Helper()
+		r := testrepo.Run(t, dir, "auditor", at(when), "--json", "worktree", "list")
+		return r.JSON["worktrees"].([]any)[0].(map[string]any)["state"].(string)
+	}
+	if got := state(time.Hour); got != "expired" {
+		t.Fatalf("c's worktree after its lease expired is %s", got)
+	}
+	if r := testrepo.Run(t, dir, "janitor", at(time.Hour), "--json", "worktree", "prune"); len(r.JSON["worktrees"].([]any)) != 0 {
+		t.Fatalf("prune acted on an expired lease's worktree: %v", r.JSON)
+	}
+	r = testrepo.Run(t, dir, "two", at(time.Hour), "--json", "claim", "w/c", "--worktree")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	if b := r.JSON["worktree"].(map[string]any)["branch"]; b != "tally/w/c-2" {
+		t.Errorf("the takeover's branch is %v, want tally/w/c-2 beside the kept one", b)
+	}
+	if got := state(time.Hour); got != "stale" {
+		t.Fatalf("c's first worktree after a takeover is %s", got)
+	}
+	r = testrepo.Run(t, dir, "janitor", at(time.Hour), "--json", "worktree", "prune")
+	if p := r.JSON["worktrees"].([]any); len(p) != 1 || p[0].(map[string]any)["action"] != "removed" {
+		t.Fatalf("prune after the takeover: %v", r.JSON)
+	}
+	if _, err := os.Stat(first); err == nil {
+		t.Fatalf("%s is still there", first)
 	}
 }
