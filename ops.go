@@ -352,6 +352,9 @@ type DoneResult struct {
 	// Landed is, for done --merge in a cell's worktree, the commit that
 	// landed on the target branch and the tip it landed on.
 	Landed *Landing `json:"landed,omitempty"`
+	// BranchPush is, for a done in a cell's worktree in remote mode, the
+	// push of the receipt's commit as the cell's branch (FinishWorktree).
+	BranchPush *BranchPush `json:"branch_push,omitempty"`
 }
 
 // Done finishes the actor's cell with a receipt and points a git note on the

@@ -492,6 +492,42 @@ func (c *Client) WorktreeRequest(w *Worktree, req *receipt.Request, strategy str
 	return landed, nil
 }
 
+// BranchPush is the push of a receipt's commit to the remote as its cell's
+// branch; Error says why it did not land (the receipt stands all the same).
+type BranchPush struct {
+	Remote string `json:"remote"`
+	Ref    string `json:"ref"`
+	Commit string `json:"commit"`
+	Error  string `json:"error,omitempty"`
+}
+
+// FinishWorktree completes res, a done in the cell's worktree w: it records
+// what landed, and in remote mode pushes the receipt's commit to the remote
+// as w's branch, so the commit the receipt binds is where the ledger is (a
+// landed target branch is the user's to push). A push that fails is
+// reported in res and as a warning: the receipt is the record.
+func (c *Client) FinishWorktree(res *DoneResult, w *Worktree, landed *Landing) {
+	res.Landed = landed
+	remote := c.Remote()
+	if remote == "" {
+		return
+	}
+	bp := &BranchPush{Remote: remote, Ref: "refs/heads/" + w.Branch, Commit: res.Receipt.Commit}
+	res.BranchPush = bp
+	commit, err := gitstore.ParseObjectID(bp.Commit)
+	var old gitstore.ObjectID
+	if err == nil {
+		old, err = c.L.Repo.ListRemoteRef(remote, bp.Ref)
+	}
+	if err == nil && old != commit {
+		err = c.L.Repo.PushRef(remote, bp.Ref, old, commit)
+	}
+	if err != nil {
+		bp.Error = err.Error()
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the receipt's commit was not pushed to %s as %s: %v", remote, bp.Ref, err))
+	}
+}
+
 // Land integrates the branch of the cell's worktree w into its target
 // branch with strategy (MergeFastForward, MergeRebase or MergeCommit) and
 // returns the commit that landed. The lease must be live and the worktree

@@ -227,7 +227,10 @@ func (s *Server) tools() {
 					return errs.New(errs.Usage, "%s/%s epoch %d has no worktree here (claim it with worktree)", in.Wave, in.Cell, in.Epoch)
 				}
 				var landed *tally.Landing
-				if wt != nil && (in.Worktree || in.Merge != "" || c.DefaultMerge() != "" || s.inCellWorktree(wt)) {
+				if wt != nil && !(in.Worktree || in.Merge != "" || c.DefaultMerge() != "" || s.inCellWorktree(wt)) {
+					wt = nil // a done of the cell that does not use its worktree
+				}
+				if wt != nil {
 					if landed, err = c.WorktreeRequest(wt, &req, cmp.Or(in.Merge, c.DefaultMerge())); err != nil {
 						return err
 					}
@@ -239,8 +242,8 @@ func (s *Server) tools() {
 					o := tally.ClaimOptions{Next: true, NextWave: in.NextWave, TTL: in.TTL, PID: s.opt.PID}
 					out, err = c.DoneNext(ctx, req, o, time.Duration(in.WaitSeconds)*time.Second, nil)
 				}
-				if err == nil {
-					out.Landed = landed
+				if err == nil && wt != nil {
+					c.FinishWorktree(out.DoneResult, wt, landed)
 				}
 				return err
 			})

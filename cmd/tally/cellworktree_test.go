@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/gitserver"
 	"github.com/tally-dev/tally/internal/testrepo"
 )
 
@@ -367,5 +368,28 @@ func TestCellWorktreeLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(first); err == nil {
 		t.Fatalf("%s is still there", first)
+	}
+}
+
+// In remote mode a done in a cell's worktree pushes the receipt's commit
+// to the remote as the cell's branch, through the server's hook.
+func TestCellWorktreeRemotePushesBranch(t *testing.T) {
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("w", 2)
+	dir := c.clone("agent")
+	c.ok(dir, "agent", nil, "remote", "set", "origin")
+	res := c.ok(dir, "agent", nil, "claim", "w/c000", "--worktree")
+	wt := res["worktree"].(map[string]any)["path"].(string)
+	if err := commitFile(wt, "c000.txt", "c000\n"); err != nil {
+		t.Fatal(err)
+	}
+	done := c.ok(wt, "agent", nil, "done", "--merge")
+	bp, _ := done["branch_push"].(map[string]any)
+	commit := done["receipt"].(map[string]any)["commit"]
+	if bp == nil || bp["error"] != nil || bp["ref"] != "refs/heads/tally/w/c000" || bp["commit"] != commit {
+		t.Fatalf("done in remote mode: %v", done)
+	}
+	if got := testrepo.Git(t, c.bare, "rev-parse", "refs/heads/tally/w/c000"); got != commit {
+		t.Fatalf("the server's tally/w/c000 is %s, the receipt binds %v", got, commit)
 	}
 }

@@ -92,14 +92,18 @@ started at, and uncommitted changes there refuse it (WORKTREE-DIRTY).
 					if err != nil {
 						return err
 					}
-					res.Landed = landed
+					if wt != nil {
+						c.FinishWorktree(res, wt, landed)
+					}
 					return a.emit(res, func(w io.Writer) { a.printDone(w, res) })
 				}
 				res, err := c.DoneNext(context.Background(), req, next.o, next.wait, next.onWait(cmd))
 				if err != nil {
 					return err
 				}
-				res.Landed = landed
+				if wt != nil {
+					c.FinishWorktree(res.DoneResult, wt, landed)
+				}
 				return a.emit(res, func(w io.Writer) {
 					a.printDone(w, res.DoneResult)
 					if res.NextErr != nil {
@@ -132,6 +136,9 @@ func (a *app) printDone(w io.Writer, res *tally.DoneResult) {
 		fmt.Fprintf(w, "landed: %s on %s\n", res.Landed.Commit, res.Landed.Onto)
 	}
 	fmt.Fprintf(w, "receipt: %s/%s epoch %d -> commit %s (note: %s)\n", r.Wave, r.Cell, r.Epoch, r.Commit, res.Note)
+	if bp := res.BranchPush; bp != nil && bp.Error == "" {
+		fmt.Fprintf(w, "pushed %s to %s as %s\n", bp.Commit, bp.Remote, bp.Ref)
+	}
 	printNotesPush(w, a.stderr, res.NotesPush)
 	for _, warning := range res.Warnings {
 		fmt.Fprintf(a.stderr, "tally: warning: %s\n", warning)
