@@ -453,6 +453,8 @@ type DoneNextResult struct {
 	// Claim is the claim's result (nil if it failed); NextErr why it failed.
 	Claim   *LeaseResult `json:"-"`
 	NextErr error        `json:"-"`
+	// NextWorktree is the worktree NextWorktree made for the claim.
+	NextWorktree *Worktree `json:"-"`
 }
 
 // DoneNext finishes the actor's cell as Done does, then claims the next ready

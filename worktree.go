@@ -189,6 +189,27 @@ type worktreeIntent struct {
 // be made gives the lease back. A claim killed between the two leaves a
 // lease that expires and a record that PruneWorktrees acts on.
 func (c *Client) ClaimWorktree(ctx context.Context, o ClaimOptions, wait time.Duration, onWait func(error), dir string) (*WorktreeClaim, error) {
+	p, err := c.PlanWorktree(dir)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.ClaimWait(ctx, o, wait, onWait)
+	if err != nil {
+		return nil, err
+	}
+	return c.MakeWorktree(p, res)
+}
+
+// WorktreePlan is what a cell's worktree needs that can be checked before
+// the claim it is for (PlanWorktree): refusing then makes nothing.
+type WorktreePlan struct {
+	target, dir, branch string
+}
+
+// PlanWorktree checks what a worktree for a claim to come needs: the
+// target branch, the directory dir ("" for the default place) and the
+// branch template.
+func (c *Client) PlanWorktree(dir string) (*WorktreePlan, error) {
 	target, err := c.worktreeTarget()
 	if err != nil {
 		return nil, err
@@ -208,12 +229,14 @@ func (c *Client) ClaimWorktree(ctx context.Context, o ClaimOptions, wait time.Du
 	if !strings.Contains(tmpl, "{cell}") {
 		return nil, errs.New(errs.Usage, "git config %s=%q must contain {cell}: every cell needs a branch of its own", WorktreeBranchConfig, tmpl)
 	}
-	res, err := c.ClaimWait(ctx, o, wait, onWait)
-	if err != nil {
-		return nil, err
-	}
-	w := &Worktree{CellRef: res.CellRef, Epoch: res.Lease.Epoch, Actor: c.Actor, Target: target, Path: dir,
-		Branch: strings.NewReplacer("{wave}", res.Wave, "{cell}", res.Cell).Replace(tmpl)}
+	return &WorktreePlan{target: target, dir: dir, branch: tmpl}, nil
+}
+
+// MakeWorktree makes the worktree p planned for the lease res granted, or
+// gives the lease back and says why not.
+func (c *Client) MakeWorktree(p *WorktreePlan, res *LeaseResult) (*WorktreeClaim, error) {
+	w := &Worktree{CellRef: res.CellRef, Epoch: res.Lease.Epoch, Actor: c.Actor, Target: p.target, Path: p.dir,
+		Branch: strings.NewReplacer("{wave}", res.Wave, "{cell}", res.Cell).Replace(p.branch)}
 	if err := c.makeWorktree(w, res.Commit); err != nil {
 		if _, rerr := c.Release(w.Wave, w.Cell, w.Epoch); rerr != nil {
 			return nil, errs.From(err).With("release", rerr.Error())
@@ -221,6 +244,24 @@ func (c *Client) ClaimWorktree(ctx context.Context, o ClaimOptions, wait time.Du
 		return nil, err
 	}
 	return &WorktreeClaim{res, w}, nil
+}
+
+// NextWorktree makes the worktree p planned for the cell res claimed after
+// its done (DoneNext), and reports it in res.Next as ClaimWorktree's result;
+// a worktree that cannot be made gives that lease back and is res's next
+// error instead (the done stands).
+func (c *Client) NextWorktree(res *DoneNextResult, p *WorktreePlan) {
+	if res.Claim == nil {
+		return
+	}
+	wc, err := c.MakeWorktree(p, res.Claim)
+	if err == nil {
+		if res.Next, err = ResultObject(wc); err == nil {
+			res.NextWorktree = wc.Worktree
+			return
+		}
+	}
+	res.Claim, res.NextErr, res.Next = nil, err, ErrorObject(err)
 }
 
 // worktreeTarget is the branch a cell claimed here merges into: a cell's
@@ -281,6 +322,14 @@ func (c *Client) makeWorktree(w *Worktree, claimed string) error {
 	if err := os.MkdirAll(filepath.Dir(w.Path), 0o755); err != nil {
 		return errs.Wrap(errs.IOError, err, "worktree directory")
 	}
+	// git worktree add reads every other worktree's git directory, and
+	// fails on one another git worktree add is making (git 2.39: "failed
+	// to read .git/worktrees/<name>/commondir"): tally's take turns.
+	lock, err := gitstore.LockFile(c.L.Files.LandLock())
+	if err != nil {
+		return errs.Wrap(errs.IOError, err, "land lock")
+	}
+	defer lock.Close()
 	if _, err := gitstore.RunGit(c.repoDir(), "worktree", "add", "-q", "-b", w.Branch, w.Path, w.Base); err != nil {
 		c.abandonIntent(intent) // a partial worktree or branch is prune's, which knows neither was ours before
 		return errs.Wrap(errs.IOError, err, "git worktree add")
@@ -299,6 +348,7 @@ func (c *Client) makeWorktree(w *Worktree, claimed string) error {
 
 // abandonIntent undoes a worktree a failed claim --worktree made, as prune
 // would after a kill (the process is this one, so prune would not yet).
+// The caller holds the land lock.
 func (c *Client) abandonIntent(path string) {
 	if in, err := readIntent(path); err == nil {
 		c.removeAbandoned(in)

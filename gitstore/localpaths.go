@@ -73,7 +73,7 @@ func (p LocalPaths) CompactLock() string { return filepath.Join(p.root, "compact
 func (p LocalPaths) WorktreeIntents() string { return filepath.Join(p.dir, "worktrees") }
 
 // LandLock is the flock serializing, in the whole repository, the landing
-// of cells' branches on their target branches and the pruning of cells'
-// worktrees: <git-common-dir>/tally/land.lock in every namespace, since
-// branches and worktrees belong to the repository.
+// of cells' branches on their target branches and the making and pruning
+// of cells' worktrees: <git-common-dir>/tally/land.lock in every namespace,
+// since branches and worktrees belong to the repository.
 func (p LocalPaths) LandLock() string { return filepath.Join(p.root, "land.lock") }

@@ -594,12 +594,19 @@ func TestWorktreeClaimAndMergeDone(t *testing.T) {
 	if main := testrepo.Git(t, dir, "rev-parse", "main"); get(t, d, "landed", "commit") != main || get(t, d, "receipt", "commit") != main {
 		t.Fatalf("done with merge: %v; main is %s", d, main)
 	}
-	// A server in the cell's worktree: done binds the branch's tip.
-	got = a.ok(t, "claim", map[string]any{"wave": "w1", "cell": "c1", "worktree": true})
+	// The second cell through done with next and next_worktree, then a
+	// server in its worktree: done there binds the branch's tip.
+	a.refuse(t, "USAGE", false, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "next_worktree": true})
+	got = a.ok(t, "claim", map[string]any{"wave": "w1", "cell": "c1"})
+	a.ok(t, "release", map[string]any{"wave": "w1", "cell": "c1", "epoch": 1})
+	got = a.ok(t, "claim", map[string]any{"next": true, "worktree": true})
+	if got["cell"] != "c1" {
+		t.Fatalf("claim next with worktree: %v", got)
+	}
 	wt = get(t, got, "worktree", "path").(string)
 	testrepo.Git(t, wt, "commit", "-q", "--allow-empty", "-m", "c1")
 	in := start(t, wt, "agent-1", false)
-	d = in.ok(t, "done", map[string]any{"wave": "w1", "cell": "c1", "epoch": 1})
+	d = in.ok(t, "done", map[string]any{"wave": "w1", "cell": "c1", "epoch": 2})
 	if tip := testrepo.Git(t, wt, "rev-parse", "HEAD"); get(t, d, "receipt", "commit") != tip {
 		t.Fatalf("done in the worktree: %v; its branch is at %s", d, tip)
 	}

@@ -70,12 +70,13 @@ type DoneIn struct {
 	Base     string `json:"base,omitempty" jsonschema:"where the work started (default: HEAD when claimed)"`
 	Evidence string `json:"evidence_file,omitempty" jsonschema:"extra evidence file (JSON), relative to the work tree"`
 	// Next claims the next ready cell after the done (Client.DoneNext).
-	Next        bool   `json:"next,omitempty" jsonschema:"then claim the next ready cell, as claim with next; its outcome is the result's next"`
-	NextWave    string `json:"next_wave,omitempty" jsonschema:"with next, only consider this wave"`
-	TTL         int    `json:"ttl,omitempty" jsonschema:"with next, the new lease's time to live in seconds"`
-	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"with next, wait for a ready cell up to this long, as claim's wait_seconds"`
-	Worktree    bool   `json:"worktree,omitempty" jsonschema:"the work is in the cell's worktree (claim with worktree): refuse if it has uncommitted changes (WORKTREE-DIRTY), and bind its branch's tip (default when this server runs in that worktree)"`
-	Merge       string `json:"merge,omitempty" jsonschema:"in the cell's worktree, first land its branch on its target branch: ff, rebase or merge (a merge commit, or a fast-forward when one does); none: do not. Default: git config tally.worktree.merge, else none. A conflict is MERGE-CONFLICT, everything left as it was"`
+	Next         bool   `json:"next,omitempty" jsonschema:"then claim the next ready cell, as claim with next; its outcome is the result's next"`
+	NextWave     string `json:"next_wave,omitempty" jsonschema:"with next, only consider this wave"`
+	TTL          int    `json:"ttl,omitempty" jsonschema:"with next, the new lease's time to live in seconds"`
+	WaitSeconds  int    `json:"wait_seconds,omitempty" jsonschema:"with next, wait for a ready cell up to this long, as claim's wait_seconds"`
+	Worktree     bool   `json:"worktree,omitempty" jsonschema:"the work is in the cell's worktree (claim with worktree): refuse if it has uncommitted changes (WORKTREE-DIRTY), and bind its branch's tip (default when this server runs in that worktree)"`
+	NextWorktree bool   `json:"next_worktree,omitempty" jsonschema:"with next, also make the next cell's worktree, as claim with worktree (next then carries worktree)"`
+	Merge        string `json:"merge,omitempty" jsonschema:"in the cell's worktree, first land its branch on its target branch: ff, rebase or merge (a merge commit, or a fast-forward when one does); none: do not. Default: git config tally.worktree.merge, else none. A conflict is MERGE-CONFLICT, everything left as it was"`
 }
 
 // RunIn is the input of run.
@@ -213,8 +214,8 @@ func (s *Server) tools() {
 		"once the receipt stands the call succeeds, and next is the claim's result (ok: true, keep its epoch) or its "+
 		"error object (ok: false: NO-READY-CELL, PLAN-COMPLETE, WAIT-TIMEOUT...).",
 		func(ctx context.Context, in DoneIn) (out *tally.DoneNextResult, err error) {
-			if !in.Next && (in.NextWave != "" || in.TTL != 0 || in.WaitSeconds != 0) {
-				return nil, errs.New(errs.Usage, "next_wave, ttl and wait_seconds go with next")
+			if !in.Next && (in.NextWave != "" || in.TTL != 0 || in.WaitSeconds != 0 || in.NextWorktree) {
+				return nil, errs.New(errs.Usage, "next_wave, ttl, wait_seconds and next_worktree go with next")
 			}
 			req := receipt.Request{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: in.Wave, Cell: in.Cell}, Epoch: in.Epoch},
 				Commit: in.Commit, Base: in.Base, EvidenceFile: s.inWorkTree(in.Evidence)}
@@ -239,8 +240,16 @@ func (s *Server) tools() {
 					out = &tally.DoneNextResult{}
 					out.DoneResult, err = c.Done(req)
 				} else {
+					var plan *tally.WorktreePlan
+					if in.NextWorktree {
+						if plan, err = c.PlanWorktree(""); err != nil {
+							return err
+						}
+					}
 					o := tally.ClaimOptions{Next: true, NextWave: in.NextWave, TTL: in.TTL, PID: s.opt.PID}
-					out, err = c.DoneNext(ctx, req, o, time.Duration(in.WaitSeconds)*time.Second, nil)
+					if out, err = c.DoneNext(ctx, req, o, time.Duration(in.WaitSeconds)*time.Second, nil); err == nil && plan != nil {
+						c.NextWorktree(out, plan)
+					}
 				}
 				if err == nil && wt != nil {
 					c.FinishWorktree(out.DoneResult, wt, landed)

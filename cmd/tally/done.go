@@ -19,6 +19,7 @@ func (a *app) doneCmd() *cobra.Command {
 	var req receipt.Request
 	var next nextFlags
 	var merge string
+	var nextWorktree bool
 	cmd := &cobra.Command{
 		Use:   "done [WAVE/CELL --epoch N] [--commit REV] [--base REV] [--merge[=ff|rebase|merge]] [--evidence FILE] [--next [--wave W] [--wait D] [--ttl T]]",
 		Short: "finish your cell with a receipt binding it to a commit",
@@ -57,11 +58,13 @@ started at, and uncommitted changes there refuse it (WORKTREE-DIRTY).
            git merge --ff-only, which keeps its uncommitted edits or refuses
            (WORKTREE-DIRTY). A conflict is MERGE-CONFLICT (exit 2) with the
            worktree, branch and lease as they were: merge or rebase the
-           target into the branch there, resolve, commit, done again.`,
+           target into the branch there, resolve, commit, done again.
+  --next --worktree  the next cell gets its worktree too, as claim --next
+           --worktree makes it ("next" then carries "worktree").`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !next.o.Next {
-				for _, name := range []string{"wave", "wait", "ttl", "pid"} {
+				for _, name := range []string{"wave", "wait", "ttl", "pid", "worktree"} {
 					if cmd.Flags().Changed(name) {
 						return usageErr("--%s goes with --next", name)
 					}
@@ -97,12 +100,22 @@ started at, and uncommitted changes there refuse it (WORKTREE-DIRTY).
 					}
 					return a.emit(res, func(w io.Writer) { a.printDone(w, res) })
 				}
+				var plan *tally.WorktreePlan
+				if nextWorktree {
+					var err error
+					if plan, err = c.PlanWorktree(""); err != nil {
+						return err
+					}
+				}
 				res, err := c.DoneNext(context.Background(), req, next.o, next.wait, next.onWait(cmd))
 				if err != nil {
 					return err
 				}
 				if wt != nil {
 					c.FinishWorktree(res.DoneResult, wt, landed)
+				}
+				if plan != nil {
+					c.NextWorktree(res, plan)
 				}
 				return a.emit(res, func(w io.Writer) {
 					a.printDone(w, res.DoneResult)
@@ -112,6 +125,9 @@ started at, and uncommitted changes there refuse it (WORKTREE-DIRTY).
 						return
 					}
 					printLease(w, res.Claim)
+					if nw := res.NextWorktree; nw != nil {
+						fmt.Fprintf(w, "worktree: %s\nbranch: %s (from %s at %s)\n", nw.Path, nw.Branch, nw.Target, nw.Base)
+					}
 				})
 			})
 		},
@@ -124,6 +140,7 @@ started at, and uncommitted changes there refuse it (WORKTREE-DIRTY).
 	cmd.Flags().Lookup("merge").NoOptDefVal = mergeDefault
 	cmd.Flags().BoolVar(&next.o.Next, "next", false, "then claim the next ready cell (exit 0 once the receipt stands; the claim's outcome is \"next\")")
 	next.add(cmd, "with --next, the claim's ")
+	cmd.Flags().BoolVar(&nextWorktree, "worktree", false, "with --next, also make the next cell's worktree (as claim --worktree)")
 	return cmd
 }
 
