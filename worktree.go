@@ -302,9 +302,7 @@ func (c *Client) makeWorktree(w *Worktree, claimed string) error {
 	}
 	explicit := w.Path != ""
 	if !explicit {
-		if w.Path, err = c.worktreeDir(w.Wave, w.Cell); err != nil {
-			return err
-		}
+		w.Path = c.worktreeDir(w.Wave, w.Cell)
 	}
 	_, branchTaken := c.L.Repo.ReadRef("refs/heads/" + w.Branch)
 	_, dirTaken := os.Lstat(w.Path)
@@ -401,7 +399,7 @@ func (c *Client) checkDepsIn(w *Worktree, claimed string) error {
 // with root git config tally.worktree.root (relative to the main worktree),
 // else <repository>.tally beside the repository: outside its work tree,
 // where neither the repository's own tools nor its status see it.
-func (c *Client) worktreeDir(wave, cell string) (string, error) {
+func (c *Client) worktreeDir(wave, cell string) string {
 	main := filepath.Dir(c.L.Repo.CommonDir) // the main worktree of <main>/.git
 	if filepath.Base(c.L.Repo.CommonDir) != ".git" {
 		main = c.L.Repo.CommonDir // bare
@@ -413,7 +411,7 @@ func (c *Client) worktreeDir(wave, cell string) (string, error) {
 			root = filepath.Join(main, root)
 		}
 	}
-	return filepath.Join(root, wave, cell), nil
+	return filepath.Join(root, wave, cell)
 }
 
 func (c *Client) recordIntent(w *Worktree) (string, error) {

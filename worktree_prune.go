@@ -279,7 +279,7 @@ func (c *Client) pruneOne(info WorktreeInfo, force bool) (*Pruned, error) {
 	if p.Action == PruneKept {
 		p.Action = PruneRemoved
 	}
-	if def, err := c.worktreeDir(w.Wave, w.Cell); err == nil && filepath.Dir(def) == filepath.Dir(w.Path) {
+	if def := c.worktreeDir(w.Wave, w.Cell); filepath.Dir(def) == filepath.Dir(w.Path) {
 		// The default place's wave and root directories go when empty
 		// (os.Remove removes no other).
 		os.Remove(filepath.Dir(def))
