@@ -597,7 +597,7 @@ func TestWorktreeClaimAndMergeDone(t *testing.T) {
 	// The second cell through done with next and next_worktree, then a
 	// server in its worktree: done there binds the branch's tip.
 	a.refuse(t, "USAGE", false, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "next_worktree": true})
-	got = a.ok(t, "claim", map[string]any{"wave": "w1", "cell": "c1"})
+	a.ok(t, "claim", map[string]any{"wave": "w1", "cell": "c1"})
 	a.ok(t, "release", map[string]any{"wave": "w1", "cell": "c1", "epoch": 1})
 	got = a.ok(t, "claim", map[string]any{"next": true, "worktree": true})
 	if got["cell"] != "c1" {
