@@ -594,8 +594,9 @@ func TestWorktreeClaimAndMergeDone(t *testing.T) {
 	if main := testrepo.Git(t, dir, "rev-parse", "main"); get(t, d, "landed", "commit") != main || get(t, d, "receipt", "commit") != main {
 		t.Fatalf("done with merge: %v; main is %s", d, main)
 	}
-	// The second cell through done with next and next_worktree, then a
-	// server in its worktree: done there binds the branch's tip.
+	// next_worktree goes with next. The second cell, claimed again with next
+	// and worktree, then done by a server in its worktree: done there binds
+	// the branch's tip.
 	a.refuse(t, "USAGE", false, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "next_worktree": true})
 	a.ok(t, "claim", map[string]any{"wave": "w1", "cell": "c1"})
 	a.ok(t, "release", map[string]any{"wave": "w1", "cell": "c1", "epoch": 1})
