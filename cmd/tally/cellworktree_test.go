@@ -415,3 +415,54 @@ func TestCellWorktreeRemotePushesBranch(t *testing.T) {
 		t.Fatalf("the server's tally/w/c000 is %s, the receipt binds %v", got, commit)
 	}
 }
+
+// A landing never overwrites work in the worktree where its target branch
+// is checked out: an uncommitted edit elsewhere rides along, one to a file
+// the landing changes refuses it (WORKTREE-DIRTY) with everything kept.
+func TestCellWorktreeLandingKeepsTargetEdits(t *testing.T) {
+	dir := testrepo.New(t)
+	for _, f := range []string{"mine.txt", "theirs.txt"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("committed\n"), 0o644)
+	}
+	testrepo.Git(t, dir, "add", ".")
+	testrepo.Git(t, dir, "commit", "-q", "-m", "files")
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(plan, []byte(`{"wave":"w","cells":[{"id":"a"},{"id":"b"}]}`), 0o644)
+	for _, args := range [][]string{{"init"}, {"plan", plan}} {
+		if r := testrepo.Run(t, dir, "planner", nil, args...); r.Code != 0 {
+			t.Fatal(r)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "mine.txt"), []byte("the user's edit\n"), 0o644)
+	land := func(cell, file string) testrepo.Result {
+		t.Helper()
+		r := testrepo.Run(t, dir, "agent", nil, "--json", "claim", "w/"+cell, "--worktree")
+		if r.Code != 0 {
+			t.Fatal(r)
+		}
+		wt := r.JSON["worktree"].(map[string]any)["path"].(string)
+		if err := commitFile(wt, file, "landed by "+cell+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		return testrepo.Run(t, wt, "agent", nil, "--json", "done", "--merge")
+	}
+	if r := land("a", "theirs.txt"); r.Code != 0 {
+		t.Fatal(r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "theirs.txt")); string(b) != "landed by a\n" {
+		t.Errorf("theirs.txt in main's worktree is %q after the landing", b)
+	}
+	r := land("b", "mine.txt")
+	if r.Code != 2 || r.ErrorCode() != "WORKTREE-DIRTY" {
+		t.Fatalf("a landing over an uncommitted edit: %v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "mine.txt")); string(b) != "the user's edit\n" {
+		t.Errorf("the user's uncommitted edit became %q", b)
+	}
+	if got := testrepo.Git(t, dir, "show", "main:mine.txt"); got != "committed" {
+		t.Errorf("main moved to %q under the user's edit", got)
+	}
+	if state := testrepo.Run(t, dir, "agent", nil, "--json", "show", "w/b").JSON["cell"].(map[string]any)["state"]; state != "claimed" {
+		t.Errorf("b is %v after its refused landing", state)
+	}
+}
