@@ -349,6 +349,12 @@ type DoneResult struct {
 	// is valid: a commit that changes nothing since the base, evidence of a
 	// command that failed, edits left uncommitted under the cell's paths.
 	Warnings []string `json:"warnings"`
+	// Landed is, for done --merge in a cell's worktree, the commit that
+	// landed on the target branch and the tip it landed on.
+	Landed *Landing `json:"landed,omitempty"`
+	// BranchPush is, for a done in a cell's worktree in remote mode, the
+	// push of the receipt's commit as the cell's branch (FinishWorktree).
+	BranchPush *BranchPush `json:"branch_push,omitempty"`
 }
 
 // Done finishes the actor's cell with a receipt and points a git note on the
@@ -447,6 +453,8 @@ type DoneNextResult struct {
 	// Claim is the claim's result (nil if it failed); NextErr why it failed.
 	Claim   *LeaseResult `json:"-"`
 	NextErr error        `json:"-"`
+	// NextWorktree is the worktree NextWorktree made for the claim.
+	NextWorktree *Worktree `json:"-"`
 }
 
 // DoneNext finishes the actor's cell as Done does, then claims the next ready

@@ -58,6 +58,9 @@ const (
 	AuditFailed        Code = "AUDIT-FAILED"
 	HistoryShallow     Code = "HISTORY-SHALLOW"
 	NotInstalled       Code = "NOT-INSTALLED"
+	MergeConflict      Code = "MERGE-CONFLICT"
+	WorktreeDirty      Code = "WORKTREE-DIRTY"
+	WorktreeBase       Code = "WORKTREE-BASE"
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal          Code = "INTERNAL"
@@ -131,6 +134,9 @@ var classes = map[Code]Class{
 	AuditFailed:        Refused,
 	HistoryShallow:     Refused,
 	NotInstalled:       Refused,
+	MergeConflict:      Refused,
+	WorktreeDirty:      Refused,
+	WorktreeBase:       Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal:          Integrity,

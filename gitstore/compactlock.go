@@ -39,3 +39,8 @@ func (c *CompactionLock) File() *os.File { return c.f }
 // Close releases this process's hold. If a child was handed the file, the
 // lock stays held until the child ends too.
 func (c *CompactionLock) Close() error { return c.f.Close() }
+
+// LockFile takes the same kind of lock on any side file at path, waiting
+// for another holder to finish: an flock the kernel releases however its
+// holder ends.
+func LockFile(path string) (*CompactionLock, error) { return LockCompaction(path, true) }

@@ -70,3 +70,14 @@ func (p LocalPaths) CheckpointsLock() string { return filepath.Join(p.dir, "chec
 // every namespace, since compaction merges the packs of the one object
 // directory all namespaces share.
 func (p LocalPaths) CompactLock() string { return filepath.Join(p.root, "compact.lock") }
+
+// WorktreeIntents is the directory of the records `claim --worktree` writes
+// before it makes a cell's worktree and removes once the worktree is bound
+// to the lease: one left behind by a killed claim names what prune removes.
+func (p LocalPaths) WorktreeIntents() string { return filepath.Join(p.dir, "worktrees") }
+
+// LandLock is the flock serializing, in the whole repository, the landing
+// of cells' branches on their target branches and the making and pruning
+// of cells' worktrees: <git-common-dir>/tally/land.lock in every namespace,
+// since branches and worktrees belong to the repository.
+func (p LocalPaths) LandLock() string { return filepath.Join(p.root, "land.lock") }

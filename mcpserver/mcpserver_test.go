@@ -571,3 +571,44 @@ func TestClaimWaitAndDoneNext(t *testing.T) {
 		t.Fatalf("verify: %v", v)
 	}
 }
+
+// The claim tool makes the cell's worktree with worktree; the done tool
+// with merge lands its branch on main and binds the landed commit. A
+// server started in the worktree knows its cell: done there needs no
+// worktree flag. Uncommitted work refuses done with WORKTREE-DIRTY.
+func TestWorktreeClaimAndMergeDone(t *testing.T) {
+	dir := newRepo(t, 2)
+	a := start(t, dir, "agent-1", false)
+	got := a.ok(t, "claim", map[string]any{"wave": "w1", "cell": "c0", "worktree": true})
+	wt, _ := get(t, got, "worktree", "path").(string)
+	if get(t, got, "worktree", "branch") != "tally/w1/c0" || get(t, got, "worktree", "target") != "main" || wt == "" {
+		t.Fatalf("claim with worktree: %v", got)
+	}
+	if err := os.WriteFile(filepath.Join(wt, "c0.txt"), []byte("c0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.refuse(t, "WORKTREE-DIRTY", false, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "merge": "merge"})
+	testrepo.Git(t, wt, "add", "c0.txt")
+	testrepo.Git(t, wt, "commit", "-q", "-m", "c0")
+	d := a.ok(t, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "merge": "merge"})
+	if main := testrepo.Git(t, dir, "rev-parse", "main"); get(t, d, "landed", "commit") != main || get(t, d, "receipt", "commit") != main {
+		t.Fatalf("done with merge: %v; main is %s", d, main)
+	}
+	// next_worktree goes with next. The second cell, claimed again with next
+	// and worktree, then done by a server in its worktree: done there binds
+	// the branch's tip.
+	a.refuse(t, "USAGE", false, "done", map[string]any{"wave": "w1", "cell": "c0", "epoch": 1, "next_worktree": true})
+	a.ok(t, "claim", map[string]any{"wave": "w1", "cell": "c1"})
+	a.ok(t, "release", map[string]any{"wave": "w1", "cell": "c1", "epoch": 1})
+	got = a.ok(t, "claim", map[string]any{"next": true, "worktree": true})
+	if got["cell"] != "c1" {
+		t.Fatalf("claim next with worktree: %v", got)
+	}
+	wt = get(t, got, "worktree", "path").(string)
+	testrepo.Git(t, wt, "commit", "-q", "--allow-empty", "-m", "c1")
+	in := start(t, wt, "agent-1", false)
+	d = in.ok(t, "done", map[string]any{"wave": "w1", "cell": "c1", "epoch": 2})
+	if tip := testrepo.Git(t, wt, "rev-parse", "HEAD"); get(t, d, "receipt", "commit") != tip {
+		t.Fatalf("done in the worktree: %v; its branch is at %s", d, tip)
+	}
+}

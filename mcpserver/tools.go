@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,8 @@ type ClaimIn struct {
 	Steal       bool   `json:"steal,omitempty" jsonschema:"take a live lease held past its max-hold time"`
 	ReclaimDead bool   `json:"reclaim_dead,omitempty" jsonschema:"take a live lease whose holder process, in this boot and PID namespace, is gone (refused through a remote)"`
 	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"on NO-READY-CELL or LEASE-HELD, wait for the ledger to change and try again for up to this long (else WAIT-TIMEOUT), as claim --wait; give the call a request timeout longer than this (the TypeScript SDK's default is 60 s): a cancelled call stops waiting and claims nothing more"`
+	Worktree    bool   `json:"worktree,omitempty" jsonschema:"also make the cell's worktree (tally claim --worktree): a linked git worktree on a new branch from the branch checked out here, whose path, branch and base the result's worktree gives; work there, then done with worktree or merge"`
+	WorktreeDir string `json:"worktree_dir,omitempty" jsonschema:"with worktree: its directory (default: <repo>.tally/WAVE/CELL beside the repository)"`
 }
 
 func (ClaimIn) defaults() map[string]any { return map[string]any{"ttl": lease.TTLDefault} }
@@ -67,10 +70,13 @@ type DoneIn struct {
 	Base     string `json:"base,omitempty" jsonschema:"where the work started (default: HEAD when claimed)"`
 	Evidence string `json:"evidence_file,omitempty" jsonschema:"extra evidence file (JSON), relative to the work tree"`
 	// Next claims the next ready cell after the done (Client.DoneNext).
-	Next        bool   `json:"next,omitempty" jsonschema:"then claim the next ready cell, as claim with next; its outcome is the result's next"`
-	NextWave    string `json:"next_wave,omitempty" jsonschema:"with next, only consider this wave"`
-	TTL         int    `json:"ttl,omitempty" jsonschema:"with next, the new lease's time to live in seconds"`
-	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"with next, wait for a ready cell up to this long, as claim's wait_seconds"`
+	Next         bool   `json:"next,omitempty" jsonschema:"then claim the next ready cell, as claim with next; its outcome is the result's next"`
+	NextWave     string `json:"next_wave,omitempty" jsonschema:"with next, only consider this wave"`
+	TTL          int    `json:"ttl,omitempty" jsonschema:"with next, the new lease's time to live in seconds"`
+	WaitSeconds  int    `json:"wait_seconds,omitempty" jsonschema:"with next, wait for a ready cell up to this long, as claim's wait_seconds"`
+	Worktree     bool   `json:"worktree,omitempty" jsonschema:"the work is in the cell's worktree (claim with worktree): refuse if it has uncommitted changes (WORKTREE-DIRTY), and bind its branch's tip (default when this server runs in that worktree)"`
+	NextWorktree bool   `json:"next_worktree,omitempty" jsonschema:"with next, also make the next cell's worktree, as claim with worktree (next then carries worktree)"`
+	Merge        string `json:"merge,omitempty" jsonschema:"in the cell's worktree, first land its branch on its target branch: ff, rebase or merge (a merge commit, or a fast-forward when one does); none: do not. Default: git config tally.worktree.merge, else none. A conflict is MERGE-CONFLICT, everything left as it was"`
 }
 
 // RunIn is the input of run.
@@ -159,14 +165,25 @@ func (s *Server) tools() {
 		"LEASE-HELD (retryable) names the holder, epoch and expires_at; LEASE-OWNED (not retryable, yours: true) "+
 		"means you hold it already: renew it. With wait_seconds, NO-READY-CELL and LEASE-HELD wait in the server for "+
 		"the ledger to change (tally claim --wait).",
-		func(ctx context.Context, in ClaimIn) (out *tally.LeaseResult, err error) {
+		func(ctx context.Context, in ClaimIn) (out *tally.WorktreeClaim, err error) {
 			o := tally.ClaimOptions{Wave: in.Wave, Cell: in.Cell, Next: in.Next, TTL: in.TTL, PID: s.opt.PID,
 				Steal: in.Steal, ReclaimDead: in.ReclaimDead}
 			if in.Next {
 				o.Wave, o.NextWave = "", in.Wave
 			}
+			if in.WorktreeDir != "" && !in.Worktree {
+				return nil, errs.New(errs.Usage, "worktree_dir goes with worktree")
+			}
 			wait := time.Duration(in.WaitSeconds) * time.Second
-			if err = s.call(func(c *tally.Client) error { out, err = c.ClaimWait(ctx, o, wait, nil); return err }); err == nil {
+			out = &tally.WorktreeClaim{}
+			if err = s.call(func(c *tally.Client) error {
+				if in.Worktree {
+					out, err = c.ClaimWorktree(ctx, o, wait, nil, s.inWorkTree(in.WorktreeDir))
+				} else {
+					out.LeaseResult, err = c.ClaimWait(ctx, o, wait, nil)
+				}
+				return err
+			}); err == nil {
 				s.track(out.CellRef, out.Lease)
 			}
 			return out, err
@@ -197,19 +214,46 @@ func (s *Server) tools() {
 		"once the receipt stands the call succeeds, and next is the claim's result (ok: true, keep its epoch) or its "+
 		"error object (ok: false: NO-READY-CELL, PLAN-COMPLETE, WAIT-TIMEOUT...).",
 		func(ctx context.Context, in DoneIn) (out *tally.DoneNextResult, err error) {
-			if !in.Next && (in.NextWave != "" || in.TTL != 0 || in.WaitSeconds != 0) {
-				return nil, errs.New(errs.Usage, "next_wave, ttl and wait_seconds go with next")
+			if !in.Next && (in.NextWave != "" || in.TTL != 0 || in.WaitSeconds != 0 || in.NextWorktree) {
+				return nil, errs.New(errs.Usage, "next_wave, ttl, wait_seconds and next_worktree go with next")
 			}
 			req := receipt.Request{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: in.Wave, Cell: in.Cell}, Epoch: in.Epoch},
 				Commit: in.Commit, Base: in.Base, EvidenceFile: s.inWorkTree(in.Evidence)}
 			err = s.call(func(c *tally.Client) error {
+				wt, err := c.CellWorktree(req.CellRef, req.Epoch)
+				if err != nil {
+					return err
+				}
+				if wt == nil && (in.Worktree || in.Merge != "") {
+					return errs.New(errs.Usage, "%s/%s epoch %d has no worktree here (claim it with worktree)", in.Wave, in.Cell, in.Epoch)
+				}
+				var landed *tally.Landing
+				if wt != nil && !(in.Worktree || in.Merge != "" || c.DefaultMerge() != "" || s.inCellWorktree(wt)) {
+					wt = nil // a done of the cell that does not use its worktree
+				}
+				if wt != nil {
+					if landed, err = c.WorktreeRequest(wt, &req, cmp.Or(in.Merge, c.DefaultMerge())); err != nil {
+						return err
+					}
+				}
 				if !in.Next {
 					out = &tally.DoneNextResult{}
 					out.DoneResult, err = c.Done(req)
-					return err
+				} else {
+					var plan *tally.WorktreePlan
+					if in.NextWorktree {
+						if plan, err = c.PlanWorktree(""); err != nil {
+							return err
+						}
+					}
+					o := tally.ClaimOptions{Next: true, NextWave: in.NextWave, TTL: in.TTL, PID: s.opt.PID}
+					if out, err = c.DoneNext(ctx, req, o, time.Duration(in.WaitSeconds)*time.Second, nil); err == nil && plan != nil {
+						c.NextWorktree(out, plan)
+					}
 				}
-				o := tally.ClaimOptions{Next: true, NextWave: in.NextWave, TTL: in.TTL, PID: s.opt.PID}
-				out, err = c.DoneNext(ctx, req, o, time.Duration(in.WaitSeconds)*time.Second, nil)
+				if err == nil && wt != nil {
+					c.FinishWorktree(out.DoneResult, wt, landed)
+				}
 				return err
 			})
 			if err == nil {
@@ -259,6 +303,12 @@ func (s *Server) tools() {
 			err = s.call(func(c *tally.Client) error { out.Entries, err = c.Log(in.N, ledger.LogFilter{}); return err })
 			return out, err
 		})
+}
+
+// inCellWorktree reports whether the server runs in the worktree wt.
+func (s *Server) inCellWorktree(wt *tally.Worktree) bool {
+	own, err := s.c.WorktreeCell()
+	return err == nil && own != nil && own.CellRef == wt.CellRef && own.Epoch == wt.Epoch
 }
 
 // inWorkTree resolves a relative path against the work tree (the server's

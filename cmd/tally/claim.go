@@ -16,9 +16,10 @@ import (
 
 func (a *app) claimCmd() *cobra.Command {
 	var f nextFlags
+	var worktree string
 	o := &f.o
 	cmd := &cobra.Command{
-		Use:   "claim [WAVE/CELL | --next [--wave W]]",
+		Use:   "claim [WAVE/CELL | --next [--wave W]] [--worktree[=DIR]]",
 		Short: "claim a cell: a lease with a TTL at a new epoch",
 		Long: `claim takes a lease on a pending cell whose deps are done, at epoch = last
 epoch + 1. A cell whose lease expired is reclaimed the same way.
@@ -42,7 +43,22 @@ PLAN-COMPLETE (exit 2: every cell is done or failed, "open": 0),
 CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING,
 DEAD-HOLDER-REMOTE (--reclaim-dead with a remote),
 LIMIT-EXCEEDED (the cell's paths would pass 4,096 live path holds, or cost
-too much to check against them).`,
+too much to check against them).
+
+  --worktree[=DIR]  also make the cell's worktree: a linked git worktree
+                  at DIR (default <repo>.tally/WAVE/CELL beside the
+                  repository, or under git config tally.worktree.root) on
+                  a new branch (git config tally.worktree.branch, default
+                  tally/{wave}/{cell}; -EPOCH is added when a kept one has
+                  the name) from the tip of the branch checked out here,
+                  which must contain the receipts' commits of the cell's
+                  dependencies (else WORKTREE-BASE, exit 2). It prints the
+                  path, branch and base. The claim and the worktree stand
+                  or fall together: a refused claim makes nothing, and a
+                  worktree that cannot be made gives the lease back. In
+                  the worktree, done, renew, release, fail, run and show
+                  need no WAVE/CELL nor --epoch; done --merge lands the
+                  work; tally worktree prune removes it once merged.`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if o.Next == (len(argv) == 1) {
@@ -58,6 +74,20 @@ too much to check against them).`,
 				}
 			}
 			return a.withClient(true, func(c *tally.Client) error {
+				if cmd.Flags().Changed("worktree") {
+					if worktree == worktreeDefault {
+						worktree = ""
+					}
+					res, err := c.ClaimWorktree(context.Background(), *o, f.wait, f.onWait(cmd), worktree)
+					if err != nil {
+						return err
+					}
+					return a.emit(res, func(w io.Writer) {
+						printLease(w, res.LeaseResult)
+						wt := res.Worktree
+						fmt.Fprintf(w, "worktree: %s\nbranch: %s (from %s at %s)\n", wt.Path, wt.Branch, wt.Target, wt.Base)
+					})
+				}
 				res, err := c.ClaimWait(context.Background(), *o, f.wait, f.onWait(cmd))
 				if err != nil {
 					return err
@@ -69,6 +99,8 @@ too much to check against them).`,
 	f.add(cmd, "")
 	cmd.Flags().BoolVar(&o.Next, "next", false, "claim the first ready cell")
 	cmd.Flags().BoolVar(&o.Steal, "steal", false, "take a lease held past its max-hold time")
+	cmd.Flags().StringVar(&worktree, "worktree", "", "also make the cell's worktree, at `DIR` (default: <repo>.tally/WAVE/CELL)")
+	cmd.Flags().Lookup("worktree").NoOptDefVal = worktreeDefault
 	cmd.Flags().BoolVar(&o.ReclaimDead, "reclaim-dead", false, "take a lease whose holder process, in this boot and PID namespace, is gone (not through a remote)")
 	return cmd
 }
@@ -134,3 +166,6 @@ func pidFromEnv() (int, error) {
 	}
 	return pid, nil
 }
+
+// worktreeDefault is --worktree given without a directory: the default place.
+const worktreeDefault = "default"

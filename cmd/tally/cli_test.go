@@ -288,7 +288,7 @@ cells:
 	// status: seconds_left from TALLY_NOW
 	r.at(61 * time.Second)
 	res = r.ok("A", "status")
-	wantKeys(t, "status", res, "ok", "now", "waves", "verified")
+	wantKeys(t, "status", res, "ok", "now", "waves", "worktrees", "verified")
 	if res["now"] != tsAt(61*time.Second) {
 		t.Fatalf("status now %v", res["now"])
 	}

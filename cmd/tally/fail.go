@@ -10,11 +10,11 @@ func (a *app) failCmd() *cobra.Command {
 	var epoch int64
 	var reason string
 	cmd := &cobra.Command{
-		Use:   "fail WAVE/CELL --epoch N [--reason T]",
+		Use:   "fail [WAVE/CELL --epoch N] [--reason T]",
 		Short: "mark your claimed cell failed",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			return a.withLeaseCell(cmd, argv[0], func(c *tally.Client, w, cell string) error {
+			return a.withLeaseCell(cmd, argv, &epoch, func(c *tally.Client, w, cell string, _ *tally.Worktree) error {
 				return a.emitAppended(c.Fail(w, cell, epoch, reason))
 			})
 		},

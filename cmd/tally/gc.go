@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/tally-dev/tally"
 	"io"
+
+	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/gitstore"
 
 	"github.com/spf13/cobra"
 )
@@ -17,7 +19,8 @@ func (a *app) gcCmd() *cobra.Command {
 (a factor of four apart) and a level with four packs is merged upward, so a
 repository keeps a bounded number of packs however long the ledger. Objects
 are copied unchanged; the repository's large packs are left to git gc. If a
-background compaction is running, gc waits for it first.`,
+background compaction is running, gc waits for it first. Then it prunes the
+cells' worktrees, as tally worktree prune does (reported as "worktrees").`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
@@ -29,8 +32,22 @@ background compaction is running, gc waits for it first.`,
 				if err != nil {
 					return err
 				}
-				return a.emit(rep, func(w io.Writer) {
+				merged := func(w io.Writer) {
 					fmt.Fprintf(w, "merged %d packs into %d (%d objects); %d packs now\n", rep.Merged, rep.Written, rep.Objects, rep.Packs)
+				}
+				if holdingLock {
+					return a.emit(rep, merged) // an append's background compaction: worktrees are the user's business
+				}
+				pruned, err := c.PruneWorktrees(false)
+				if err != nil {
+					return err
+				}
+				return a.emit(struct {
+					*gitstore.CompactReport
+					Worktrees *tally.PruneResult `json:"worktrees"`
+				}{rep, pruned}, func(w io.Writer) {
+					merged(w)
+					a.printPruned(w, pruned)
 				})
 			})
 		},

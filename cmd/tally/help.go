@@ -14,7 +14,7 @@ var commandGroups = []struct {
 	id, title string
 	commands  []string
 }{
-	{"leases", "Leases on cells:", []string{"plan", "claim", "renew", "release", "fail", "requeue", "done", "run", "next", "status", "show", "note"}},
+	{"leases", "Leases on cells:", []string{"plan", "claim", "renew", "release", "fail", "requeue", "done", "run", "next", "status", "show", "note", "worktree"}},
 	{"paths", "Path locks:", []string{"lock", "unlock", "locks", "deadlocks"}},
 	{"receipts", "Receipts, checkpoints and proofs:", []string{"receipt", "checkpoint", "prove", "verify-proof", "anchor"}},
 	{"audit", "Audit:", []string{"verify", "log", "report", "audit", "check"}},
@@ -31,14 +31,17 @@ var examples = map[string]string{
 	"log":                   "tally log -n 20\ntally log --cell w1/api --since 2026-12-01T09:00:00Z\ntally --json log --actor agent-1 --kind claim",
 	"verify":                "tally verify\ntally verify --full --trailers HEAD",
 	"plan":                  "tally plan wave1.yaml\ncat wave1.json | tally plan -",
-	"claim":                 "tally claim w1/api --ttl 20m\ntally --json claim --next --wave w1 --wait 10m",
+	"claim":                 "tally claim w1/api --ttl 20m\ntally --json claim --next --wave w1 --wait 10m\ntally claim --next --worktree",
 	"renew":                 "tally renew w1/api --epoch 3\ntally renew w1/api --epoch 3 --ttl 1h",
 	"release":               "tally release w1/api --epoch 3",
 	"fail":                  `tally fail w1/api --epoch 3 --reason "tests need a database"`,
 	"requeue":               "tally requeue w1/api",
-	"done":                  "tally done w1/api --epoch 3\ntally done w1/api --epoch 3 --commit HEAD --evidence result.json\ntally done w1/api --epoch 3 --next --wait 10m",
+	"done":                  "tally done w1/api --epoch 3\ntally done w1/api --epoch 3 --commit HEAD --evidence result.json\ntally done w1/api --epoch 3 --next --wait 10m\ntally done --merge",
 	"status":                "tally status\ntally status w1\ntally status --wave w1",
 	"show":                  "tally show w1/api",
+	"worktree":              "tally worktree list",
+	"worktree list":         "tally worktree list\ntally --json worktree list",
+	"worktree prune":        "tally worktree prune\ntally worktree prune --force",
 	"next":                  "tally next\ntally next --wave w1\ntally next w1",
 	"demo":                  "tally demo --agents 4",
 	"gc":                    "tally gc",

@@ -8,11 +8,11 @@ import (
 func (a *app) releaseCmd() *cobra.Command {
 	var epoch int64
 	cmd := &cobra.Command{
-		Use:   "release WAVE/CELL --epoch N",
+		Use:   "release [WAVE/CELL --epoch N]",
 		Short: "give a cell back: pending again, epoch kept",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			return a.withLeaseCell(cmd, argv[0], func(c *tally.Client, w, cell string) error {
+			return a.withLeaseCell(cmd, argv, &epoch, func(c *tally.Client, w, cell string, _ *tally.Worktree) error {
 				return a.emitAppended(c.Release(w, cell, epoch))
 			})
 		},

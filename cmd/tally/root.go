@@ -103,7 +103,7 @@ func (a *app) topCommands() []topCommand {
 		{"init", a.initCmd}, {"note", a.noteCmd}, {"log", a.logCmd}, {"verify", a.verifyCmd},
 		{"plan", a.planCmd}, {"claim", a.claimCmd}, {"renew", a.renewCmd}, {"release", a.releaseCmd},
 		{"fail", a.failCmd}, {"requeue", a.requeueCmd}, {"done", a.doneCmd},
-		{"status", a.statusCmd}, {"show", a.showCmd}, {"next", a.nextCmd}, {"run", a.runCmd},
+		{"status", a.statusCmd}, {"show", a.showCmd}, {"next", a.nextCmd}, {"run", a.runCmd}, {"worktree", a.worktreeCmd},
 		{"demo", a.demoCmd}, {"gc", a.gcCmd}, {"receipt", a.receiptCmd},
 		{"lock", a.lockCmd}, {"unlock", a.unlockCmd}, {"locks", a.locksCmd}, {"deadlocks", a.deadlocksCmd},
 		{"checkpoint", a.checkpointCmd}, {"prove", a.proveCmd}, {"verify-proof", a.verifyProofCmd},
@@ -353,17 +353,54 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // withLeaseCell serves the commands that act on the caller's own lease
-// (renew, release, fail, done): it parses the WAVE/CELL argument, requires
-// --epoch, and runs f with a client that has an actor (withClient).
-func (a *app) withLeaseCell(cmd *cobra.Command, arg string, f func(c *tally.Client, wave, cell string) error) error {
-	wave, cell, err := cellArg(arg)
-	if err != nil {
-		return err
+// (renew, release, fail, done): it parses the WAVE/CELL argument (argv, at
+// most one), requires --epoch, and runs f with a client that has an actor
+// (withClient). In a cell's worktree (claim --worktree) the cell and epoch
+// default to its lease's, and f gets the worktree (else nil).
+func (a *app) withLeaseCell(cmd *cobra.Command, argv []string, epoch *int64, f func(c *tally.Client, wave, cell string, wt *tally.Worktree) error) error {
+	var wave, cell string
+	if len(argv) == 1 {
+		var err error
+		if wave, cell, err = cellArg(argv[0]); err != nil {
+			return err
+		}
 	}
-	if err := requireFlag(cmd, "epoch"); err != nil {
-		return err
+	return a.withClient(true, func(c *tally.Client) error {
+		wt, err := c.WorktreeCell()
+		if err != nil {
+			return err
+		}
+		if wt != nil && (len(argv) == 0 || wt.Wave == wave && wt.Cell == cell) {
+			wave, cell = wt.Wave, wt.Cell
+			if !cmd.Flags().Changed("epoch") {
+				*epoch = wt.Epoch
+			}
+			return f(c, wave, cell, wt)
+		}
+		if len(argv) == 0 {
+			return usageErr("give WAVE/CELL, or run it in a cell's worktree (claim --worktree)")
+		}
+		if err := requireFlag(cmd, "epoch"); err != nil {
+			return err
+		}
+		return f(c, wave, cell, nil)
+	})
+}
+
+// worktreeCellArg is the cell a command that takes an optional WAVE/CELL
+// names: the argument, else the cell of the worktree the client is in.
+func worktreeCellArg(c *tally.Client, argv []string) (wave, cell string, wt *tally.Worktree, err error) {
+	if len(argv) > 0 {
+		wave, cell, err = cellArg(argv[0])
+		return wave, cell, nil, err
 	}
-	return a.withClient(true, func(c *tally.Client) error { return f(c, wave, cell) })
+	if wt, err = c.WorktreeCell(); err != nil {
+		return "", "", nil, err
+	}
+	if wt == nil {
+		return "", "", nil, usageErr("give WAVE/CELL, or run it in a cell's worktree (claim --worktree)")
+	}
+	return wt.Wave, wt.Cell, wt, nil
 }
 
 // cellArg parses "WAVE/CELL".

@@ -16,15 +16,16 @@ import (
 
 func (a *app) showCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show WAVE/CELL",
+		Use:   "show [WAVE/CELL]",
 		Short: "a cell, its lease and its history",
-		Args:  args(cobra.ExactArgs(1)),
+		Long:  "show prints a cell, its lease and its history; in a cell's worktree (claim --worktree), that cell's by default.",
+		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			w, cell, err := cellArg(argv[0])
-			if err != nil {
-				return err
-			}
 			return a.withClient(false, func(c *tally.Client) error {
+				w, cell, _, err := worktreeCellArg(c, argv)
+				if err != nil {
+					return err
+				}
 				v, err := c.Show(w, cell)
 				if err != nil {
 					return err

@@ -17,7 +17,7 @@ func (a *app) statusCmd() *cobra.Command {
 	var waveFlag string
 	cmd := &cobra.Command{
 		Use:   "status [WAVE | --wave WAVE]",
-		Short: "cells by state, holders and time left (expiring soonest first)",
+		Short: "cells by state, holders and time left (expiring soonest first), and the cells' worktrees",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			wave, err := waveArg(argv, waveFlag)
@@ -29,7 +29,12 @@ func (a *app) statusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.emitView(c, map[string]any{"now": chain.FormatTime(now), "waves": waves}, func(w io.Writer) {
+				trees, err := c.Worktrees()
+				if err != nil {
+					return err
+				}
+				return a.emitView(c, map[string]any{"now": chain.FormatTime(now), "waves": waves, "worktrees": trees}, func(w io.Writer) {
+					defer printWorktreesTotal(w, trees)
 					for _, ws := range waves {
 						paint(w, bold, "wave %s", ws.Wave)
 						fmt.Fprintf(w, ": %d pending, %d claimed, %d done, %d failed\n",
