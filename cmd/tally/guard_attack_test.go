@@ -149,6 +149,24 @@ func TestGuardAttacks(t *testing.T) {
 	}
 }
 
+// TestGuardAttackUnicode: macOS file systems open one file for the
+// composed (NFC) and decomposed (NFD) forms of a name, so a hold covers
+// both forms of its paths (FORMAT.md §9c, "Paths"), in the guard and in
+// pre-commit alike.
+func TestGuardAttackUnicode(t *testing.T) {
+	r := newRepo(t).at(0)
+	r.ok("admin", "init")
+	r.ok("bob", "lock", "src/caf\u00e9/**", "docs/nai\u0308ve.md") // NFC, then NFD
+	for _, p := range []string{"src/cafe\u0301/x.go", "docs/na\u00efve.md"} {
+		if ok, why := runGuard(t, "alice", "claude", claudeWrite(r.dir, p, ""), r.env()...).decision(t, "claude"); ok || !strings.Contains(why, "held by bob") {
+			t.Errorf("%q: allowed %v: %q", p, ok, why)
+		}
+	}
+	if ok, why := runGuard(t, "alice", "claude", claudeWrite(r.dir, "src/cafe/x.go", ""), r.env()...).decision(t, "claude"); !ok {
+		t.Errorf("src/cafe/x.go, another name: refused: %q", why)
+	}
+}
+
 // TestGuardAttackRepository: the repository judging a path is the one it
 // lies in, whatever the hook's environment names, and its ledger must
 // still verify from this clone's record.
