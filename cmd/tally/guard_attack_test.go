@@ -42,13 +42,16 @@ func TestGuardAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	link("src/API/x.go", filepath.Join(dir, "alias.go"))                // a file link under another name
-	link("src/API", filepath.Join(dir, "api"))                          // a directory link
-	link("src/API/sub", filepath.Join(dir, "deep"))                     // deep/.. is src/API, not the root
-	link(filepath.Join(dir, "src/API"), filepath.Join(outside, "in"))   // outside, pointing back in
-	link(filepath.Join(outside, "in"), filepath.Join(dir, "out"))       // inside -> outside -> inside
-	link("src/API/new.go", filepath.Join(dir, "dangling.go"))           // dangling, to a held path
-	link("db/none/../x.sql", filepath.Join(dir, "dangling-dots.sql"))   // dangling, with ..
+	link("src/API/x.go", filepath.Join(dir, "alias.go"))                                                    // a file link under another name
+	link("src/API", filepath.Join(dir, "api"))                                                              // a directory link
+	link("src/API/sub", filepath.Join(dir, "deep"))                                                         // deep/.. is src/API, not the root
+	link(filepath.Join(dir, "src/API"), filepath.Join(outside, "in"))                                       // outside, pointing back in
+	link(filepath.Join(outside, "in"), filepath.Join(dir, "out"))                                           // inside -> outside -> inside
+	link("src/API/new.go", filepath.Join(dir, "dangling.go"))                                               // dangling, to a held path
+	link("db/none/../x.sql", filepath.Join(dir, "dangling-dots.sql"))                                       // dangling, with ..
+	if err := os.Link(r.file("src/API/h.go", "package api\n"), filepath.Join(dir, "hard.go")); err != nil { // one file, two names
+		t.Fatal(err)
+	}
 	link("loop2", filepath.Join(dir, "loop1"))                          // a loop
 	link("loop1", filepath.Join(dir, "loop2"))                          //
 	link(filepath.Join(dir, ".git"), filepath.Join(dir, "gitalias"))    // git's own directory, renamed
@@ -69,6 +72,7 @@ func TestGuardAttacks(t *testing.T) {
 		{"from outside", "claude", claudeWrite(outside, "in/sub/y.go", ""), "src/API/sub/y.go is held by bob"},
 		{"dangling link", "claude", claudeWrite(dir, "dangling.go", ""), "src/API/new.go is held by bob"},
 		{"dangling link with ..", "claude", claudeWrite(dir, "dangling-dots.sql", ""), "db/x.sql is held by carol"},
+		{"hard link", "claude", claudeWrite(dir, "hard.go", ""), "2 names (hard links)"},
 		{"link loop", "claude", claudeWrite(dir, "loop1", ""), "too many levels of symbolic links"},
 		{"through a link loop", "claude", claudeWrite(dir, "loop1/x", ""), "too many levels of symbolic links"},
 		// Spellings of a held path.
