@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,10 +74,7 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 	if !slices.Contains(hooks.Agents, agent) {
 		return ans.deny(fmt.Sprintf("tally guard: --agent must be one of %s, not %q; the edit is refused", strings.Join(hooks.Agents, ", "), agent))
 	}
-	raw, err := io.ReadAll(io.LimitReader(in, maxPayload+1))
-	if err == nil && len(raw) > maxPayload {
-		err = errs.New(errs.LimitExceeded, "the hook payload is larger than %d bytes", maxPayload)
-	}
+	raw, err := readPayload(in)
 	var call *hooks.AgentCall
 	if err == nil {
 		call, err = hooks.ParseAgentPayload(agent, raw, event)
@@ -105,6 +103,28 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 		return ans.deny(deny)
 	}
 	return ans.allow(warn)
+}
+
+// readPayload reads the one JSON value a harness writes on stdin, and
+// nothing after it: a harness that writes its payload and keeps stdin open
+// would otherwise hold the guard until the harness's own timeout, which it
+// reads as "allow". A value over maxPayload bytes is LIMIT-EXCEEDED; one
+// that does not parse, or text other than white space read after it, USAGE.
+func readPayload(in io.Reader) (json.RawMessage, error) {
+	limited := &io.LimitedReader{R: in, N: maxPayload + 1}
+	dec := json.NewDecoder(limited)
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
+	switch {
+	case err != nil && limited.N <= 0:
+		return nil, errs.New(errs.LimitExceeded, "the hook payload is larger than %d bytes", maxPayload)
+	case err != nil:
+		return nil, errs.New(errs.Usage, "the hook payload is not a JSON object: %v", err)
+	}
+	if rest, _ := io.ReadAll(dec.Buffered()); len(bytes.TrimSpace(rest)) > 0 {
+		return nil, errs.New(errs.Usage, "the hook payload has text after its JSON value")
+	}
+	return raw, nil
 }
 
 // judgeEdit judges each path the call writes by the ledger of the

@@ -17,7 +17,7 @@ import (
 // reports for the process), not read whole.
 func TestGuardAttackHugePayload(t *testing.T) {
 	r := guardRepo(t)
-	head := strings.TrimSuffix(claudeWrite(r.dir, "README", ""), `"x"}}`)
+	head := strings.TrimSuffix(claudeWrite(r.dir, "README", ""), `x"}}`) // ends in "content":"
 	payload := io.MultiReader(strings.NewReader(head), io.LimitReader(zeroes{}, 100<<20), strings.NewReader(`"}}`))
 	cmd := exec.Command(testrepo.Tally(t), "guard", "--agent", "claude")
 	cmd.Dir = t.TempDir()

@@ -7,8 +7,12 @@ package main
 // harnesses.
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,5 +193,38 @@ func TestGuardAttackRepository(t *testing.T) {
 	r.git("update-ref", "refs/tally/ledger", "refs/tally/ledger~2")
 	if ok, why := runGuard(t, "alice", "claude", edit, r.env()...).decision(t, "claude"); ok || !strings.Contains(why, "ROLLBACK-DETECTED") {
 		t.Errorf("a ledger moved back: allowed %v: %q", ok, why)
+	}
+}
+
+// TestGuardAttackStdinLeftOpen: a harness that writes its payload and
+// never closes stdin gets its answer without closing it; a guard waiting
+// for the end of input would run into the harness's timeout, an "allow".
+// (Should the guard wait, this test fails at go test's -timeout.)
+func TestGuardAttackStdinLeftOpen(t *testing.T) {
+	r := guardRepo(t)
+	cmd := exec.Command(testrepo.Tally(t), "guard", "--agent", "claude")
+	cmd.Dir = t.TempDir()
+	cmd.Env = testrepo.Env(append(r.env(), "TALLY_ACTOR=alice")...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, claudeWrite(r.dir, "src/API/x.go", "")+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "held by bob") {
+		t.Fatalf("exit %v: %q", err, stderr.String())
+	}
+	// Text after the value is not read as part of it, nor ignored.
+	out := runGuard(t, "alice", "claude", claudeWrite(r.dir, "free.txt", "")+`{"tool_input":{"file_path":"src/API/x.go"}}`, r.env()...)
+	if ok, why := out.decision(t, "claude"); ok || !strings.Contains(why, "text after its JSON value") {
+		t.Errorf("two values: allowed %v: %q", ok, why)
 	}
 }
