@@ -44,8 +44,9 @@ const maxLinks = 40
 // Windows drive or UNC path where the system has none, one through a loop
 // of links; and, as NOT-SUPPORTED, a write into a git directory or of a
 // .git entry (hooks, config, the ledger: an agent's edit tools have no
-// business there), or to a file with several names (hard links), any of
-// which may be held.
+// business there), to an existing directory (what lies under it is not
+// judged), or to a file with several names (hard links), any of which may
+// be held.
 func ResolveEditPaths(given []string, base string) ([]EditTarget, error) {
 	out := make([]EditTarget, 0, len(given))
 	for _, g := range given {
@@ -66,7 +67,9 @@ func ResolveEditPaths(given []string, base string) ([]EditTarget, error) {
 		if dotGitIn(g) || dotGitIn(abs) {
 			return nil, errs.New(errs.NotSupported, "the path %q is a .git entry or inside one: an agent's edit tools may not write git's own files (hooks, config, the ledger)", g)
 		}
-		if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() && linkCount(fi) > 1 {
+		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+			return nil, errs.New(errs.NotSupported, "the path %q is a directory: the edit tools write files, and a tool that removes or replaces a directory changes paths the guard does not see", g)
+		} else if err == nil && fi.Mode().IsRegular() && linkCount(fi) > 1 {
 			return nil, errs.New(errs.NotSupported, "the file %q has %d names (hard links): a write to it changes them all, and the guard cannot tell which are held", g, linkCount(fi))
 		}
 		t := EditTarget{Given: g, Abs: abs, Trees: []TreePath{}}

@@ -82,7 +82,9 @@ func TestGuardAttacks(t *testing.T) {
 		// Spellings of a held path.
 		{"..", "claude", claudeWrite(dir, "docs/../src/API/x.go", ""), "held by bob"},
 		{"./ and //", "claude", claudeWrite(dir, ".//src//API/./x.go", ""), "src/API/x.go is held by bob"},
-		{"trailing slash", "claude", claudeWrite(dir, "src/API/sub/", ""), "src/API/sub is held by bob"},
+		{"trailing slash", "claude", claudeWrite(dir, "src/API/new/", ""), "src/API/new is held by bob"},
+		{"a directory", "cursor", toolPayload("cursor", dir, "Delete", map[string]any{"target_file": "src"}), "is a directory"},
+		{"the work tree itself", "cursor", toolPayload("cursor", dir, "Delete", map[string]any{"target_file": "."}), "is a directory"},
 		{"backslashes", "claude", claudeWrite(dir, `src\API\x.go`, ""), "src/API/x.go is held by bob"},
 		{"drive letter", "claude", claudeWrite(dir, `C:\repo\src\API\x.go`, ""), "Windows drive"},
 		{"drive letter, slashes", "claude", claudeWrite(dir, `c:/repo/README`, ""), "Windows drive"},
