@@ -176,7 +176,8 @@ func (r *Repo) Close() error {
 // and the common git directory of its repository, found by walking up as
 // git does but without git's environment variables: the guard asks where a
 // path lies, not where this process's git is. ok is false when dir is in
-// no work tree (a bare repository has none).
+// no work tree: outside every repository, or inside a git directory
+// (InGitDir tells which).
 func WorkTreeOf(dir string) (workTree, commonDir string, ok bool) {
 	r := &Repo{}
 	if r.discover(dir) != nil || r.WorkTree == "" {
@@ -187,4 +188,12 @@ func WorkTreeOf(dir string) (workTree, commonDir string, ok bool) {
 		r.CommonDir = absFrom(r.GitDir, strings.TrimSpace(string(b)))
 	}
 	return r.WorkTree, r.CommonDir, true
+}
+
+// InGitDir reports whether dir (an existing directory) lies inside a git
+// directory — a .git, a separate or bare repository's — rather than in a
+// work tree, walking up as WorkTreeOf does.
+func InGitDir(dir string) bool {
+	r := &Repo{}
+	return r.discover(dir) == nil && r.WorkTree == ""
 }

@@ -1,9 +1,13 @@
 package hooks
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/tally-dev/tally/errs"
 )
@@ -78,25 +82,16 @@ type toolInput struct {
 	Input        string `json:"input"` // Codex's custom apply_patch tool
 }
 
-// How a writing tool names its paths.
-const (
-	pathFields = iota // file_path and its kin
-	patchField        // a Codex patch
-)
-
-// writers maps each harness's writing tools to how their paths are read;
-// readers lists the tools known not to write, which the guard allows.
-// Anything else that reaches the guard is refused: a harness is configured
-// to send the writers only.
+// writers lists each harness's writing tools; readers the tools known not
+// to write, which the guard allows. Anything else that reaches the guard is
+// refused: a harness is configured to send the writers only.
 var (
-	writers = map[string]map[string]int{
-		AgentClaude: {"Edit": pathFields, "Write": pathFields, "MultiEdit": pathFields, "NotebookEdit": pathFields},
-		AgentCodex:  {"apply_patch": patchField, "Edit": pathFields, "Write": pathFields},
-		AgentGemini: {"write_file": pathFields, "replace": pathFields},
-		AgentOpencode: {"edit": pathFields, "write": pathFields, "multiedit": pathFields,
-			"apply_patch": patchField, "patch": patchField},
-		AgentCursor: {"Write": pathFields, "Edit": pathFields, "StrReplace": pathFields, "MultiEdit": pathFields,
-			"Delete": pathFields, "EditNotebook": pathFields, "TabWrite": pathFields},
+	writers = map[string][]string{
+		AgentClaude:   {"Edit", "Write", "MultiEdit", "NotebookEdit"},
+		AgentCodex:    {"apply_patch", "Edit", "Write"},
+		AgentGemini:   {"write_file", "replace"},
+		AgentOpencode: {"edit", "write", "multiedit", "apply_patch", "patch"},
+		AgentCursor:   {"Write", "Edit", "StrReplace", "MultiEdit", "Delete", "EditNotebook", "TabWrite"},
 	}
 	readers = map[string][]string{
 		AgentClaude: {"Read", "Grep", "Glob", "LS", "Bash", "BashOutput", "KillShell", "Task", "TodoWrite",
@@ -123,6 +118,9 @@ func ParseAgentPayload(agent string, raw []byte, event string) (*AgentCall, erro
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, errs.New(errs.Usage, "the %s hook payload is not a JSON object: %v", agent, err)
 	}
+	if err := unambiguous(raw); err != nil {
+		return nil, errs.New(errs.Usage, "the %s hook payload is refused: %v", agent, err)
+	}
 	call := &AgentCall{Agent: agent, Event: event, Tool: p.ToolName, SessionID: p.SessionID, Cwd: p.Cwd, Roots: p.WorkspaceRoots}
 	if call.Tool == "" {
 		call.Tool = p.Tool
@@ -147,8 +145,7 @@ func ParseAgentPayload(agent string, raw []byte, event string) (*AgentCall, erro
 	if call.Tool == "" {
 		return nil, errs.New(errs.Usage, "the %s hook payload names no tool", agent)
 	}
-	how, writes := writers[agent][call.Tool]
-	if !writes {
+	if !slices.Contains(writers[agent], call.Tool) {
 		if slices.Contains(readers[agent], call.Tool) {
 			return call, nil
 		}
@@ -159,56 +156,42 @@ func ParseAgentPayload(agent string, raw []byte, event string) (*AgentCall, erro
 	if len(p.ToolInput) == 0 || json.Unmarshal(p.ToolInput, &in) != nil {
 		return nil, errs.New(errs.Usage, "%s tool %s: tool_input is not a JSON object", agent, call.Tool)
 	}
-	if how == patchField {
-		text := in.PatchText
-		for _, t := range []any{in.Patch, in.Input, in.Command} {
-			text = orPatch(text, t)
-		}
-		paths, err := PatchPaths(text)
-		if err != nil {
-			return nil, err
-		}
-		call.Paths = paths
-		return call, nil
-	}
+	// Every path-bearing field is read, whichever the tool uses: a field
+	// the harness ignores can only add a refusal, never hide a path.
 	for _, f := range []string{in.FilePath, in.NotebookPath, in.Path, in.TargetFile, in.FilePathJS} {
 		if f != "" && !slices.Contains(call.Paths, f) {
 			call.Paths = append(call.Paths, f)
 		}
 	}
-	if len(call.Paths) == 0 && agent == AgentCodex {
-		// Codex sends apply_patch under the aliases Edit and Write too.
-		if text := orPatch(orPatch("", in.Patch), in.Command); text != "" {
-			paths, err := PatchPaths(text)
-			if err != nil {
-				return nil, err
+	for _, text := range patchTexts(in) {
+		for _, f := range PatchPaths(text) {
+			if !slices.Contains(call.Paths, f) {
+				call.Paths = append(call.Paths, f)
 			}
-			call.Paths = paths
 		}
 	}
 	if len(call.Paths) == 0 {
-		return nil, errs.New(errs.Usage, "%s tool %s names no file path", agent, call.Tool)
+		return nil, errs.New(errs.Usage, "%s tool %s names no file path (a patch without a *** Add File:, Update File:, Delete File: or Move to: line names none)", agent, call.Tool)
 	}
 	return call, nil
 }
 
-// orPatch returns text if set, else the patch text v holds: a string, or the
-// last element of an argv (["apply_patch", PATCH]) that looks like a patch.
-func orPatch(text string, v any) string {
-	if text != "" {
-		return text
-	}
-	switch x := v.(type) {
+// patchTexts returns every patch text of a tool's input: patchText, patch,
+// input, and command as a string or each string of an argv
+// (["apply_patch", PATCH]).
+func patchTexts(in toolInput) []string {
+	texts := []string{in.PatchText, in.Patch, in.Input}
+	switch x := in.Command.(type) {
 	case string:
-		return x
+		texts = append(texts, x)
 	case []any:
-		for i := len(x) - 1; i >= 0; i-- {
-			if s, ok := x[i].(string); ok && strings.Contains(s, "*** Begin Patch") {
-				return s
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				texts = append(texts, s)
 			}
 		}
 	}
-	return ""
+	return texts
 }
 
 // patchHeaders are the lines of a Codex patch that name a file it writes.
@@ -216,22 +199,90 @@ var patchHeaders = []string{"*** Add File: ", "*** Update File: ", "*** Delete F
 
 // PatchPaths returns the files a Codex apply_patch patch writes, in order
 // and without repeats: the paths of its Add, Update and Delete File lines,
-// and Move to targets. A patch that names none is an error: the guard
-// cannot tell what it writes.
-func PatchPaths(patch string) ([]string, error) {
+// and Move to targets. It reads more lines as headers than Codex does (which
+// trims a hunk's first line of white space, and finds a Move to line only
+// right after its Update File line): any line that is one once trimmed, the
+// marker in any case, with a CR line end (Codex's Rust lines() drops it),
+// inside a heredoc or not. The path is what follows the marker, as Codex
+// takes it.
+func PatchPaths(patch string) []string {
 	var out []string
 	for line := range strings.SplitSeq(patch, "\n") {
-		line = strings.TrimRight(line, "\r")
+		line = strings.TrimSpace(line)
 		for _, h := range patchHeaders {
-			if p, ok := strings.CutPrefix(line, h); ok {
-				if p = strings.TrimSpace(p); p != "" && !slices.Contains(out, p) {
+			if len(line) > len(h) && strings.EqualFold(line[:len(h)], h) {
+				if p := line[len(h):]; !slices.Contains(out, p) {
 					out = append(out, p)
 				}
 			}
 		}
 	}
-	if len(out) == 0 {
-		return nil, errs.New(errs.Usage, "the patch names no file (no *** Add File:, Update File:, Delete File: or Move to: line)")
+	return out
+}
+
+// unambiguous checks that raw, a JSON text, has no object with two members
+// whose names encoding/json would take for one: the same name, or names
+// equal under its case folding ("file_path" and "FILE_PATH"). The guard
+// would read the last of them, and a harness may use another, so the guard
+// and the harness could disagree about the path.
+func unambiguous(raw []byte) error {
+	type frame struct {
+		names     map[string]bool // folded member names; nil in an array
+		valueNext bool            // in an object: a name was read, its value comes next
 	}
-	return out, nil
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var open []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if len(open) > 0 {
+			top = open[len(open)-1]
+		}
+		if name, ok := tok.(string); ok && top != nil && top.names != nil && !top.valueNext {
+			folded := foldName(name)
+			if top.names[folded] {
+				return fmt.Errorf("the member %q is named twice in one object (names compared as encoding/json does, case folded)", name)
+			}
+			top.names[folded], top.valueNext = true, true
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			open = append(open, &frame{names: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			open = append(open, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			open = open[:len(open)-1]
+			if len(open) > 0 {
+				open[len(open)-1].valueNext = false
+			}
+			continue
+		}
+		if top != nil {
+			top.valueNext = false // a scalar value read
+		}
+	}
+}
+
+// foldName folds a member name as encoding/json matches names to fields:
+// each rune to the least of its simple case folding orbit, so "K", "k"
+// and the Kelvin sign fold alike.
+func foldName(name string) string {
+	return strings.Map(func(r rune) rune {
+		for {
+			next := unicode.SimpleFold(r)
+			if next <= r {
+				return next
+			}
+			r = next
+		}
+	}, name)
 }

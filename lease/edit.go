@@ -13,18 +13,20 @@ import (
 	"github.com/tally-dev/tally/pathspec"
 )
 
-// HoldsOn returns the holds among holds whose pattern matches path: with
-// ignoreCase (git's core.ignorecase) pattern and path are compared case
-// folded, as such a file system would open the same file for both. It is
-// the one test of whether a hold covers a changed path.
+// HoldsOn returns the holds among holds whose pattern matches path, both
+// in Unicode normalization form C (pathspec.Compose), and with ignoreCase
+// (git's core.ignorecase) case folded, as such a file system would open the
+// same file for both. It is the one test of whether a hold covers a
+// changed path.
 func HoldsOn(holds []PathHold, path string, ignoreCase bool) []PathHold {
+	path = pathspec.Compose(path)
 	if ignoreCase {
 		path = pathspec.Fold(path)
 	}
 	dir := path + "/"
 	var out []PathHold
 	for _, h := range holds {
-		pat := h.Pattern
+		pat := pathspec.Compose(h.Pattern)
 		if ignoreCase {
 			pat = pathspec.Fold(pat)
 		}

@@ -12,7 +12,10 @@ import (
 // encoding/json spent most of an edit guard's check on it, so the form the
 // rules write (canonical JSON: members in key order, no white space, no
 // escapes) is read directly; anything else, however valid, goes to
-// json.Unmarshal.
+// json.Unmarshal. FuzzDecodeLocksIndex holds the two to the same answers.
+// github.com/segmentio/encoding/json in its place (measured 2026-12 on
+// BenchmarkEditCheck, 1,000 locks) was 12% slower at best and 35% at the
+// median, with 3,000 allocations more per check.
 func decodeLocksIndex(b []byte, li *locksIndex) error {
 	if locks, ok := canonicalLocks(string(b)); ok {
 		li.Locks = locks

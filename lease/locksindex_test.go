@@ -10,12 +10,10 @@ import (
 	"github.com/tally-dev/tally/chain"
 )
 
-// TestDecodeLocksIndexAsJSON: the direct reader of locks/index gives what
-// json.Unmarshal gives, on the blobs the rules write and on variations of
-// them (escapes, white space, reordered or extra members, bad numbers,
-// truncations), falling back to json.Unmarshal whenever the form is not
-// exactly the canonical one.
-func TestDecodeLocksIndexAsJSON(t *testing.T) {
+// indexBlobs are locks/index blobs as the rules write them (canonical
+// JSON of a locksIndex), of 0 to 15 locks with names that need escapes and
+// names that do not.
+func indexBlobs(t testing.TB) [][]byte {
 	rng := rand.New(rand.NewPCG(1, 2))
 	names := []string{"a", "bot-1", "é/ü", "x y", `q"uote`, "back\\slash", "tab\there", "src/**", "*.go", "日本"}
 	var blobs [][]byte
@@ -31,7 +29,20 @@ func TestDecodeLocksIndexAsJSON(t *testing.T) {
 		}
 		blobs = append(blobs, b)
 	}
+	return blobs
+}
+
+// FuzzDecodeLocksIndex: the hand-written reader of locks/index gives what
+// json.Unmarshal gives on any bytes — the same value, or an error where it
+// errs — and reads directly only what json.Unmarshal accepts. Seeded with
+// the blobs the rules write and variations of them (escapes, white space,
+// reordered or extra members, bad numbers, truncations).
+func FuzzDecodeLocksIndex(f *testing.F) {
+	blobs := indexBlobs(f)
 	base := string(blobs[2])
+	for _, b := range blobs {
+		f.Add(b)
+	}
 	for _, v := range []string{
 		`{"locks":[]}`, `{"locks":null}`, `{}`, `{"locks":[{"actor":"a","epoch":1,"expires_at":"t","pattern":"p"}]}`,
 		`{"locks":[{"actor":"a","epoch":01,"expires_at":"t","pattern":"p"}]}`,
@@ -50,20 +61,26 @@ func TestDecodeLocksIndexAsJSON(t *testing.T) {
 		`{"locks":[{"actor":"a","epoch":1,"expires_at":"t","pattern":"p"}{"actor":"b","epoch":1,"expires_at":"t","pattern":"p"}]}`,
 		strings.Replace(base, `,"epoch":`, `, "epoch":`, 1), base[:len(base)-1], base[:len(base)/2],
 	} {
-		blobs = append(blobs, []byte(v))
+		f.Add([]byte(v))
 	}
-	for _, b := range blobs {
+	f.Fuzz(func(t *testing.T, b []byte) {
 		var want, got locksIndex
 		wantErr := json.Unmarshal(b, &want)
 		gotErr := decodeLocksIndex(b, &got)
 		if (wantErr == nil) != (gotErr == nil) || wantErr == nil && !reflect.DeepEqual(got, want) {
-			t.Errorf("%s:\n got %+v %v\nwant %+v %v", b, got, gotErr, want, wantErr)
+			t.Errorf("%q:\n got %+v %v\nwant %+v %v", b, got, gotErr, want, wantErr)
 		}
 		if _, fast := canonicalLocks(string(b)); fast && wantErr != nil {
-			t.Errorf("%s: read directly, but json.Unmarshal refuses it: %v", b, wantErr)
+			t.Errorf("%q: read directly, but json.Unmarshal refuses it: %v", b, wantErr)
 		}
-	}
-	for _, b := range blobs[:6] {
+	})
+}
+
+// TestCanonicalLocksIndexReadDirectly: what the rules write (without
+// escapes) takes the direct path, not the fallback — the reason the reader
+// exists. An empty index ({"locks":null}) costs nothing either way.
+func TestCanonicalLocksIndexReadDirectly(t *testing.T) {
+	for _, b := range indexBlobs(t) {
 		if _, fast := canonicalLocks(string(b)); !fast && !strings.ContainsAny(string(b), `\`) && string(b) != `{"locks":null}` {
 			t.Errorf("a canonical blob without escapes was not read directly: %s", b)
 		}

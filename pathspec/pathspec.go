@@ -46,6 +46,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxLen is the longest spec, in bytes, that Normalize accepts. Overlap costs
@@ -637,6 +639,21 @@ func stepMask(m uint8, c rune) uint8 {
 		return 1 << segValid
 	}
 	return 0
+}
+
+// Compose returns s in Unicode normalization form C: how paths and
+// patterns are compared (FORMAT.md §9c, "Paths"). macOS file systems open
+// one file for a name's composed and decomposed forms, and git there
+// records the composed one (core.precomposeUnicode), so a hold on
+// "café/**" must cover "cafe\u0301/x" wherever the repository is checked
+// out.
+func Compose(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return norm.NFC.String(s)
+		}
+	}
+	return s
 }
 
 // Fold returns s case folded, for matching where the file system ignores

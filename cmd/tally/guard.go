@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +38,11 @@ the ready cells. Every failure refuses the edit (FORMAT.md §9c).`,
 			if !cmd.Flags().Changed("repo") {
 				a.dir = "" // the payload names the repositories
 			}
+			// A path is judged by the repository it lies in, not by one
+			// the harness's environment names.
+			for _, v := range gitLocationEnv {
+				os.Unsetenv(v)
+			}
 			return a.guard(cmd.InOrStdin(), agent, event)
 		},
 	}
@@ -44,8 +51,15 @@ the ready cells. Every failure refuses the edit (FORMAT.md §9c).`,
 	return cmd
 }
 
-// maxPayload bounds what the guard reads: a patch of a whole tree fits.
-const maxPayload = 64 << 20
+// gitLocationEnv are the variables that point git (and tally) at a
+// repository other than the one a directory lies in.
+var gitLocationEnv = []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+	"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_INDEX_FILE"}
+
+// maxPayload bounds what the guard reads, and so its memory: a model's
+// whole output in one tool call (tens of thousands of tokens) fits many
+// times over. A larger payload is refused unread.
+const maxPayload = 8 << 20
 
 // guard answers one hook call. It never returns an error the harness could
 // read as "allow": every failure of a pre-edit call is a refusal in the
@@ -60,10 +74,7 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 	if !slices.Contains(hooks.Agents, agent) {
 		return ans.deny(fmt.Sprintf("tally guard: --agent must be one of %s, not %q; the edit is refused", strings.Join(hooks.Agents, ", "), agent))
 	}
-	raw, err := io.ReadAll(io.LimitReader(in, maxPayload+1))
-	if err == nil && len(raw) > maxPayload {
-		err = errs.New(errs.LimitExceeded, "the hook payload is larger than %d bytes", maxPayload)
-	}
+	raw, err := readPayload(in)
 	var call *hooks.AgentCall
 	if err == nil {
 		call, err = hooks.ParseAgentPayload(agent, raw, event)
@@ -80,14 +91,9 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 	if !call.Writes {
 		return ans.allow("")
 	}
-	base := call.Cwd
-	if base == "" && len(call.Roots) > 0 {
-		base = call.Roots[0]
-	}
-	if base == "" {
-		if base, err = os.Getwd(); err != nil {
-			return ans.deny(failed(err))
-		}
+	base, err := editBase(call)
+	if err != nil {
+		return ans.deny(failed(err))
 	}
 	deny, warn, err := a.judgeEdit(call, base)
 	switch {
@@ -97,6 +103,28 @@ func (a *app) guard(in io.Reader, agent, event string) (err error) {
 		return ans.deny(deny)
 	}
 	return ans.allow(warn)
+}
+
+// readPayload reads the one JSON value a harness writes on stdin, and
+// nothing after it: a harness that writes its payload and keeps stdin open
+// would otherwise hold the guard until the harness's own timeout, which it
+// reads as "allow". A value over maxPayload bytes is LIMIT-EXCEEDED; one
+// that does not parse, or text other than white space read after it, USAGE.
+func readPayload(in io.Reader) (json.RawMessage, error) {
+	limited := &io.LimitedReader{R: in, N: maxPayload + 1}
+	dec := json.NewDecoder(limited)
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
+	switch {
+	case err != nil && limited.N <= 0:
+		return nil, errs.New(errs.LimitExceeded, "the hook payload is larger than %d bytes", maxPayload)
+	case err != nil:
+		return nil, errs.New(errs.Usage, "the hook payload is not a JSON object: %v", err)
+	}
+	if rest, _ := io.ReadAll(dec.Buffered()); len(bytes.TrimSpace(rest)) > 0 {
+		return nil, errs.New(errs.Usage, "the hook payload has text after its JSON value")
+	}
+	return raw, nil
 }
 
 // judgeEdit judges each path the call writes by the ledger of the
@@ -116,20 +144,23 @@ func (a *app) judgeEdit(call *hooks.AgentCall, base string) (deny, warn string, 
 		workTree string
 		rels     []string
 	}
+	targets, err := hooks.ResolveEditPaths(call.Paths, base)
+	if err != nil {
+		return "", "", err
+	}
 	var order []string
 	repos := map[string]*repoPaths{}
-	for _, t := range hooks.ResolveEditPaths(call.Paths, base) {
-		if t.Rel == "" {
-			continue
-		}
-		g := repos[t.CommonDir]
-		if g == nil {
-			g = &repoPaths{workTree: t.WorkTree}
-			repos[t.CommonDir] = g
-			order = append(order, t.CommonDir)
-		}
-		if !slices.Contains(g.rels, t.Rel) {
-			g.rels = append(g.rels, t.Rel)
+	for _, t := range targets {
+		for _, tp := range t.Trees {
+			g := repos[tp.CommonDir]
+			if g == nil {
+				g = &repoPaths{workTree: tp.WorkTree}
+				repos[tp.CommonDir] = g
+				order = append(order, tp.CommonDir)
+			}
+			if !slices.Contains(g.rels, tp.Rel) {
+				g.rels = append(g.rels, tp.Rel)
+			}
 		}
 	}
 	var denials, warnings []string
@@ -159,6 +190,24 @@ func (a *app) judgeEdit(call *hooks.AgentCall, base string) (deny, warn string, 
 		}
 	}
 	return strings.Join(denials, "\n"), strings.Join(warnings, "\n"), nil
+}
+
+// editBase is the directory a call's relative paths are taken against: the
+// payload's cwd, else Cursor's first workspace root, else the guard's own
+// working directory. One that is not an existing absolute directory is an
+// error: where the harness would write is then unknown.
+func editBase(call *hooks.AgentCall) (string, error) {
+	base := call.Cwd
+	if base == "" && len(call.Roots) > 0 {
+		base = call.Roots[0]
+	}
+	if base == "" {
+		return os.Getwd()
+	}
+	if fi, err := os.Stat(base); err != nil || !fi.IsDir() || !filepath.IsAbs(base) {
+		return "", errs.New(errs.Usage, "the payload's working directory %q is not an existing absolute directory", base)
+	}
+	return base, nil
 }
 
 // unleasedWarning is the warning for paths nobody holds under edit_leases

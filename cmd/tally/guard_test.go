@@ -204,12 +204,12 @@ func TestGuardPaths(t *testing.T) {
 		{"src/API/x.go", false},
 		{"docs/../src/API/new/y.go", false},
 		{filepath.Join(r.dir, "src", "..", "src", "API", "x.go"), false},
-		{filepath.Join(wt, "src/API/x.go"), false},       // another worktree of this repository
-		{filepath.Join(outside, "link/API/x.go"), false}, // a link into the work tree
-		{filepath.Join(outside, "free.go"), true},        // in no repository
-		{"src/api/x.go", true},                           // case matters: core.ignorecase is false
-		{filepath.Join(r.dir, ".git", "COMMIT_EDITMSG"), true},
-		{filepath.Join(other.dir, "src/API/x.go"), false}, // judged by its own ledger
+		{filepath.Join(wt, "src/API/x.go"), false},              // another worktree of this repository
+		{filepath.Join(outside, "link/API/x.go"), false},        // a link into the work tree
+		{filepath.Join(outside, "free.go"), true},               // in no repository
+		{"src/api/x.go", true},                                  // case matters: core.ignorecase is false
+		{filepath.Join(r.dir, ".git", "COMMIT_EDITMSG"), false}, // git's own files: no agent edit
+		{filepath.Join(other.dir, "src/API/x.go"), false},       // judged by its own ledger
 		{filepath.Join(other.dir, "README"), true},
 		{filepath.Join(plain.dir, "src/API/x.go"), true}, // no ledger there: not tally's
 	} {
