@@ -31,15 +31,6 @@ const (
 	EventSessionEnd   = "session-end"
 )
 
-// agentEvents maps each harness's hook_event_name to the guard's event.
-var agentEvents = map[string]map[string]string{
-	AgentClaude:   {"PreToolUse": EventPreEdit, "SessionStart": EventSessionStart, "SessionEnd": EventSessionEnd},
-	AgentCodex:    {"PreToolUse": EventPreEdit, "SessionStart": EventSessionStart},
-	AgentGemini:   {"BeforeTool": EventPreEdit, "SessionStart": EventSessionStart, "SessionEnd": EventSessionEnd},
-	AgentCursor:   {"preToolUse": EventPreEdit, "sessionStart": EventSessionStart, "sessionEnd": EventSessionEnd},
-	AgentOpencode: {"tool.execute.before": EventPreEdit},
-}
-
 // AgentCall is what the guard reads from one hook payload.
 type AgentCall struct {
 	Agent     string
@@ -82,27 +73,51 @@ type toolInput struct {
 	Input        string `json:"input"` // Codex's custom apply_patch tool
 }
 
-// writers lists each harness's writing tools; readers the tools known not
-// to write, which the guard allows. Anything else that reaches the guard is
-// refused: a harness is configured to send the writers only.
-var (
-	writers = map[string][]string{
-		AgentClaude:   {"Edit", "Write", "MultiEdit", "NotebookEdit"},
-		AgentCodex:    {"apply_patch", "Edit", "Write"},
-		AgentGemini:   {"write_file", "replace"},
-		AgentOpencode: {"edit", "write", "multiedit", "apply_patch", "patch"},
-		AgentCursor:   {"Write", "Edit", "StrReplace", "MultiEdit", "Delete", "EditNotebook", "TabWrite"},
-	}
-	readers = map[string][]string{
-		AgentClaude: {"Read", "Grep", "Glob", "LS", "Bash", "BashOutput", "KillShell", "Task", "TodoWrite",
-			"WebFetch", "WebSearch", "ExitPlanMode", "NotebookRead"},
-		AgentCodex: {"shell", "local_shell", "exec_command", "Bash", "update_plan", "view_image", "web_search", "Read"},
-		AgentGemini: {"read_file", "read_many_files", "list_directory", "glob", "search_file_content", "grep",
-			"run_shell_command", "web_fetch", "google_web_search", "save_memory", "write_todos"},
-		AgentOpencode: {"read", "grep", "glob", "list", "bash", "task", "todowrite", "todoread", "webfetch", "websearch"},
-		AgentCursor:   {"Read", "Grep", "Glob", "LS", "Shell", "Task", "SemanticSearch", "WebSearch", "WebFetch", "TodoWrite"},
-	}
-)
+// harness is what the guard knows of one harness: its hook_event_name
+// values and the guard's event for each; its writing tools; and the tools
+// known not to write, which the guard allows. Anything else that reaches
+// the guard is refused: a harness is configured to send the writers only.
+type harness struct {
+	events           map[string]string
+	writers, readers []string
+}
+
+// harnessOf returns what the guard knows of agent's harness, built when
+// asked: a package-level table would be built by the package's
+// initializer, which every tally process runs (cmd/tally's
+// TestStartInitializers).
+func harnessOf(agent string) (harness, bool) {
+	h, ok := map[string]harness{
+		AgentClaude: {
+			events:  map[string]string{"PreToolUse": EventPreEdit, "SessionStart": EventSessionStart, "SessionEnd": EventSessionEnd},
+			writers: []string{"Edit", "Write", "MultiEdit", "NotebookEdit"},
+			readers: []string{"Read", "Grep", "Glob", "LS", "Bash", "BashOutput", "KillShell", "Task", "TodoWrite",
+				"WebFetch", "WebSearch", "ExitPlanMode", "NotebookRead"},
+		},
+		AgentCodex: {
+			events:  map[string]string{"PreToolUse": EventPreEdit, "SessionStart": EventSessionStart},
+			writers: []string{"apply_patch", "Edit", "Write"},
+			readers: []string{"shell", "local_shell", "exec_command", "Bash", "update_plan", "view_image", "web_search", "Read"},
+		},
+		AgentGemini: {
+			events:  map[string]string{"BeforeTool": EventPreEdit, "SessionStart": EventSessionStart, "SessionEnd": EventSessionEnd},
+			writers: []string{"write_file", "replace"},
+			readers: []string{"read_file", "read_many_files", "list_directory", "glob", "search_file_content", "grep",
+				"run_shell_command", "web_fetch", "google_web_search", "save_memory", "write_todos"},
+		},
+		AgentOpencode: {
+			events:  map[string]string{"tool.execute.before": EventPreEdit},
+			writers: []string{"edit", "write", "multiedit", "apply_patch", "patch"},
+			readers: []string{"read", "grep", "glob", "list", "bash", "task", "todowrite", "todoread", "webfetch", "websearch"},
+		},
+		AgentCursor: {
+			events:  map[string]string{"preToolUse": EventPreEdit, "sessionStart": EventSessionStart, "sessionEnd": EventSessionEnd},
+			writers: []string{"Write", "Edit", "StrReplace", "MultiEdit", "Delete", "EditNotebook", "TabWrite"},
+			readers: []string{"Read", "Grep", "Glob", "LS", "Shell", "Task", "SemanticSearch", "WebSearch", "WebFetch", "TodoWrite"},
+		},
+	}[agent]
+	return h, ok
+}
 
 // ParseAgentPayload reads one hook payload of agent. The event is the
 // payload's hook_event_name where it has one, else event (the --event
@@ -110,7 +125,7 @@ var (
 // send, a tool the guard does not know, or a writing tool without a path is
 // an error (the guard refuses it).
 func ParseAgentPayload(agent string, raw []byte, event string) (*AgentCall, error) {
-	events, ok := agentEvents[agent]
+	h, ok := harnessOf(agent)
 	if !ok {
 		return nil, errs.New(errs.Usage, "unknown agent %q (one of %s)", agent, strings.Join(Agents, ", "))
 	}
@@ -129,7 +144,7 @@ func ParseAgentPayload(agent string, raw []byte, event string) (*AgentCall, erro
 		call.SessionID = p.ConversationID
 	}
 	if p.Event != "" {
-		if call.Event, ok = events[p.Event]; !ok {
+		if call.Event, ok = h.events[p.Event]; !ok {
 			return nil, errs.New(errs.Usage, "%s hook event %q is not one tally guards", agent, p.Event)
 		}
 	}
@@ -145,8 +160,8 @@ func ParseAgentPayload(agent string, raw []byte, event string) (*AgentCall, erro
 	if call.Tool == "" {
 		return nil, errs.New(errs.Usage, "the %s hook payload names no tool", agent)
 	}
-	if !slices.Contains(writers[agent], call.Tool) {
-		if slices.Contains(readers[agent], call.Tool) {
+	if !slices.Contains(h.writers, call.Tool) {
+		if slices.Contains(h.readers, call.Tool) {
 			return call, nil
 		}
 		return nil, errs.New(errs.Usage, "%s tool %q is not one tally knows: it may write files, so it is refused (configure the hook to match only the writing tools)", agent, call.Tool)
