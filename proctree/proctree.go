@@ -5,7 +5,7 @@
 //
 // proctree_unix.go serves Linux, macOS and FreeBSD (process groups and
 // signals); proctree_windows.go serves Windows (a new process group, and
-// taskkill /T to end the tree).
+// the tree by parent process id, ended process by process).
 package proctree
 
 import "os/exec"
