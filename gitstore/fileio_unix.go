@@ -74,10 +74,11 @@ func readFile(name string) ([]byte, error) {
 	}
 }
 
-// fsyncFD is fsync(2), retried when a signal interrupts it.
+// fsyncFD is fsync (fsync_darwin.go: F_FULLFSYNC), retried when a
+// signal interrupts it.
 func fsyncFD(fd int) error {
 	for {
-		if err := syscall.Fsync(fd); !errors.Is(err, syscall.EINTR) {
+		if err := fsync(fd); !errors.Is(err, syscall.EINTR) {
 			return err
 		}
 	}
