@@ -130,6 +130,12 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 			"that the holder's process is gone; wait for the lease to expire, or claim --steal past its max-hold", remote).
 			With("remote", remote)
 	}
+	if _, _, err := processTable(); o.ReclaimDead && err != nil {
+		// Without a process table to name, no lease here records one and
+		// no holder can be seen to be gone: say so rather than guess.
+		return nil, errs.New(errs.DeadHolderUnchecked, "claim --reclaim-dead is refused: this system cannot tell whether a holder's process is gone (%v); "+
+			"wait for the lease to expire, or claim --steal past its max-hold", err)
+	}
 	if o.TTL == 0 {
 		o.TTL = lease.TTLDefault
 	}
@@ -184,7 +190,7 @@ func (c *Client) claimant(pid int) (self lease.HolderID, base string) {
 		base = head.String()
 	}
 	self = lease.HolderID{Host: c.host, PID: pid}
-	if boot, ns, ok := processTable(); ok {
+	if boot, ns, err := processTable(); err == nil {
 		self.BootID, self.PIDNS, self.PIDStart = boot, ns, processStart(pid)
 	}
 	return self, base

@@ -21,46 +21,47 @@ const (
 	HookTimeout       Code = "HOOK-TIMEOUT"
 
 	// refused: the request breaks a rule or is malformed
-	Usage              Code = "USAGE"
-	NotARepo           Code = "NOT-A-REPO"
-	PlanComplete       Code = "PLAN-COMPLETE"
-	LeaseOwned         Code = "LEASE-OWNED"
-	NotSupported       Code = "NOT-SUPPORTED"
-	NotInitialized     Code = "NOT-INITIALIZED"
-	AlreadyInitialized Code = "ALREADY-INITIALIZED"
-	LedgerOnRemote     Code = "LEDGER-ON-REMOTE"
-	WaveExists         Code = "WAVE-EXISTS"
-	WaveMissing        Code = "WAVE-MISSING"
-	CellMissing        Code = "CELL-MISSING"
-	DepMissing         Code = "DEP-MISSING"
-	DepCycle           Code = "DEP-CYCLE"
-	CellState          Code = "CELL-STATE"
-	ActorMismatch      Code = "ACTOR-MISMATCH"
-	EpochMismatch      Code = "EPOCH-MISMATCH"
-	LeaseExpired       Code = "LEASE-EXPIRED"
-	LeaseMaxHold       Code = "LEASE-MAX-HOLD"
-	LeaseMissing       Code = "LEASE-MISSING"
-	ReceiptScope       Code = "RECEIPT-SCOPE"
-	ReceiptMissing     Code = "RECEIPT-MISSING"
-	CommitMissing      Code = "COMMIT-MISSING"
-	RemoteRejected     Code = "REMOTE-REJECTED"
-	RemoteDenied       Code = "REMOTE-DENIED"
-	KeyUnknown         Code = "KEY-UNKNOWN"
-	KeyRequired        Code = "KEY-REQUIRED"
-	Policy             Code = "POLICY"
-	PathHeld           Code = "PATH-HELD"
-	IOError            Code = "IO-ERROR"
-	CommandFailed      Code = "COMMAND-FAILED"
-	DeadHolderRemote   Code = "DEAD-HOLDER-REMOTE"
-	PusherDenied       Code = "PUSHER-DENIED"
-	PusherUnknown      Code = "PUSHER-UNKNOWN"
-	LimitExceeded      Code = "LIMIT-EXCEEDED"
-	AuditFailed        Code = "AUDIT-FAILED"
-	HistoryShallow     Code = "HISTORY-SHALLOW"
-	NotInstalled       Code = "NOT-INSTALLED"
-	MergeConflict      Code = "MERGE-CONFLICT"
-	WorktreeDirty      Code = "WORKTREE-DIRTY"
-	WorktreeBase       Code = "WORKTREE-BASE"
+	Usage               Code = "USAGE"
+	NotARepo            Code = "NOT-A-REPO"
+	PlanComplete        Code = "PLAN-COMPLETE"
+	LeaseOwned          Code = "LEASE-OWNED"
+	NotSupported        Code = "NOT-SUPPORTED"
+	NotInitialized      Code = "NOT-INITIALIZED"
+	AlreadyInitialized  Code = "ALREADY-INITIALIZED"
+	LedgerOnRemote      Code = "LEDGER-ON-REMOTE"
+	WaveExists          Code = "WAVE-EXISTS"
+	WaveMissing         Code = "WAVE-MISSING"
+	CellMissing         Code = "CELL-MISSING"
+	DepMissing          Code = "DEP-MISSING"
+	DepCycle            Code = "DEP-CYCLE"
+	CellState           Code = "CELL-STATE"
+	ActorMismatch       Code = "ACTOR-MISMATCH"
+	EpochMismatch       Code = "EPOCH-MISMATCH"
+	LeaseExpired        Code = "LEASE-EXPIRED"
+	LeaseMaxHold        Code = "LEASE-MAX-HOLD"
+	LeaseMissing        Code = "LEASE-MISSING"
+	ReceiptScope        Code = "RECEIPT-SCOPE"
+	ReceiptMissing      Code = "RECEIPT-MISSING"
+	CommitMissing       Code = "COMMIT-MISSING"
+	RemoteRejected      Code = "REMOTE-REJECTED"
+	RemoteDenied        Code = "REMOTE-DENIED"
+	KeyUnknown          Code = "KEY-UNKNOWN"
+	KeyRequired         Code = "KEY-REQUIRED"
+	Policy              Code = "POLICY"
+	PathHeld            Code = "PATH-HELD"
+	IOError             Code = "IO-ERROR"
+	CommandFailed       Code = "COMMAND-FAILED"
+	DeadHolderRemote    Code = "DEAD-HOLDER-REMOTE"
+	DeadHolderUnchecked Code = "DEAD-HOLDER-UNCHECKED"
+	PusherDenied        Code = "PUSHER-DENIED"
+	PusherUnknown       Code = "PUSHER-UNKNOWN"
+	LimitExceeded       Code = "LIMIT-EXCEEDED"
+	AuditFailed         Code = "AUDIT-FAILED"
+	HistoryShallow      Code = "HISTORY-SHALLOW"
+	NotInstalled        Code = "NOT-INSTALLED"
+	MergeConflict       Code = "MERGE-CONFLICT"
+	WorktreeDirty       Code = "WORKTREE-DIRTY"
+	WorktreeBase        Code = "WORKTREE-BASE"
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal          Code = "INTERNAL"
@@ -97,46 +98,47 @@ var classes = map[Code]Class{
 	HookTimeout:       Retryable,
 
 	// refused: the request breaks a rule or is malformed
-	Usage:              Refused,
-	NotARepo:           Refused,
-	PlanComplete:       Refused,
-	LeaseOwned:         Refused,
-	NotSupported:       Refused,
-	NotInitialized:     Refused,
-	AlreadyInitialized: Refused,
-	LedgerOnRemote:     Refused,
-	WaveExists:         Refused,
-	WaveMissing:        Refused,
-	CellMissing:        Refused,
-	DepMissing:         Refused,
-	DepCycle:           Refused,
-	CellState:          Refused,
-	ActorMismatch:      Refused,
-	EpochMismatch:      Refused,
-	LeaseExpired:       Refused,
-	LeaseMaxHold:       Refused,
-	LeaseMissing:       Refused,
-	ReceiptScope:       Refused,
-	ReceiptMissing:     Refused,
-	CommitMissing:      Refused,
-	RemoteRejected:     Refused,
-	RemoteDenied:       Refused,
-	KeyUnknown:         Refused,
-	KeyRequired:        Refused,
-	Policy:             Refused,
-	PathHeld:           Refused,
-	IOError:            Refused,
-	CommandFailed:      Refused,
-	DeadHolderRemote:   Refused,
-	PusherDenied:       Refused,
-	PusherUnknown:      Refused,
-	LimitExceeded:      Refused,
-	AuditFailed:        Refused,
-	HistoryShallow:     Refused,
-	NotInstalled:       Refused,
-	MergeConflict:      Refused,
-	WorktreeDirty:      Refused,
-	WorktreeBase:       Refused,
+	Usage:               Refused,
+	NotARepo:            Refused,
+	PlanComplete:        Refused,
+	LeaseOwned:          Refused,
+	NotSupported:        Refused,
+	NotInitialized:      Refused,
+	AlreadyInitialized:  Refused,
+	LedgerOnRemote:      Refused,
+	WaveExists:          Refused,
+	WaveMissing:         Refused,
+	CellMissing:         Refused,
+	DepMissing:          Refused,
+	DepCycle:            Refused,
+	CellState:           Refused,
+	ActorMismatch:       Refused,
+	EpochMismatch:       Refused,
+	LeaseExpired:        Refused,
+	LeaseMaxHold:        Refused,
+	LeaseMissing:        Refused,
+	ReceiptScope:        Refused,
+	ReceiptMissing:      Refused,
+	CommitMissing:       Refused,
+	RemoteRejected:      Refused,
+	RemoteDenied:        Refused,
+	KeyUnknown:          Refused,
+	KeyRequired:         Refused,
+	Policy:              Refused,
+	PathHeld:            Refused,
+	IOError:             Refused,
+	CommandFailed:       Refused,
+	DeadHolderRemote:    Refused,
+	DeadHolderUnchecked: Refused,
+	PusherDenied:        Refused,
+	PusherUnknown:       Refused,
+	LimitExceeded:       Refused,
+	AuditFailed:         Refused,
+	HistoryShallow:      Refused,
+	NotInstalled:        Refused,
+	MergeConflict:       Refused,
+	WorktreeDirty:       Refused,
+	WorktreeBase:        Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal:          Integrity,

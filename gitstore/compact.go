@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 )
 
 // Every append writes one small pack. Compaction keeps their number small
@@ -238,7 +237,7 @@ func mergePack(db *ObjectDB, pw *PackWriter, path string) error {
 	if err != nil {
 		return err
 	}
-	defer syscall.Munmap(data)
+	defer unmapFile(data)
 	m := &packMaps{idx: x, data: data}
 	offs := make([]uint64, x.n)
 	for i := range offs {

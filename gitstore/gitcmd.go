@@ -11,8 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/tally-dev/tally/proctree"
 )
 
 // Every non-test spawn of the git CLI goes through GitRun.Run: one place
@@ -93,8 +94,7 @@ func (g GitRun) Run() ([]byte, error) {
 		cmd.Env = append(os.Environ(), g.Env...)
 	}
 	if g.Timeout > 0 || g.Idle > 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		proctree.KillGroupOnCancel(cmd)
 		cmd.WaitDelay = time.Second // a grandchild holding the pipes must not keep Run waiting
 	}
 	cmd.Stdin = g.Stdin

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -231,7 +230,7 @@ type packDirEntry struct {
 // listPackDir lists the packs in packDir, in name order: one directory
 // read, and a stat of each .pack for its size and time.
 func listPackDir(packDir string) ([]packDirEntry, error) {
-	d, err := openFile(packDir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := openFile(packDir, os.O_RDONLY|oDirectory, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {
@@ -707,7 +706,7 @@ func (m *packMaps) seal() {
 	h := sha1.New()
 	for i := 0; i < len(x.data)-20; i += sealWindow {
 		h.Write(x.data[i:min(i+sealWindow, len(x.data)-20)])
-		syscall.Madvise(x.data[i:min(i+sealWindow, len(x.data))], syscall.MADV_DONTNEED)
+		dropResident(x.data[i:min(i+sealWindow, len(x.data))])
 	}
 	if !bytes.Equal(h.Sum(nil), x.data[len(x.data)-20:]) {
 		m.sealErr = errors.New("pack index does not match its checksum")
@@ -726,7 +725,7 @@ func (m *packMaps) seal() {
 		m.sealErr = errors.New("pack index offset out of range")
 		return
 	}
-	syscall.Madvise(x.data, syscall.MADV_DONTNEED)
+	dropResident(x.data)
 	bad := func(off uint64) {
 		if m.damaged == nil {
 			m.damaged = map[uint64]bool{}
@@ -742,7 +741,7 @@ func (m *packMaps) seal() {
 	var dropped uint64 // the pack's pages below this were let go
 	for k, key := range keys {
 		if off := key >> posBits; off-dropped >= sealWindow {
-			syscall.Madvise(m.data[dropped:off&^(page-1)], syscall.MADV_DONTNEED)
+			dropResident(m.data[dropped : off&^(page-1)])
 			dropped = off &^ (page - 1)
 		}
 		off, pos := key>>posBits, int(key&(1<<posBits-1))
@@ -786,7 +785,7 @@ func (m *packMaps) seal() {
 			}
 		}
 	}
-	syscall.Madvise(m.data, syscall.MADV_DONTNEED)
+	dropResident(m.data)
 }
 
 func (db *ObjectDB) endRead() {
@@ -944,7 +943,7 @@ func (p *packFile) maps() (*packMaps, error) {
 	}
 	data, err := packMmap(p.path + ".pack")
 	if err != nil {
-		syscall.Munmap(idx)
+		unmapFile(idx)
 		return nil, err
 	}
 	x, err := packParseIndex(idx)
@@ -955,8 +954,8 @@ func (p *packFile) maps() (*packMaps, error) {
 		err = errors.New("pack does not match its index")
 	}
 	if err != nil {
-		syscall.Munmap(idx)
-		syscall.Munmap(data)
+		unmapFile(idx)
+		unmapFile(data)
 		return nil, fmt.Errorf("gitstore: %s: %w", p.path, err)
 	}
 	m := &packMaps{idx: x, data: data}
@@ -968,31 +967,9 @@ func (p *packFile) unmap() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if m := p.m.Swap(nil); m != nil {
-		syscall.Munmap(m.idx.data)
-		syscall.Munmap(m.data)
+		unmapFile(m.idx.data)
+		unmapFile(m.data)
 	}
-}
-
-// packMmap maps a whole file read-only. Git never rewrites pack files in place
-// (it renames new files over old names), so the contents cannot change under us.
-func packMmap(path string) ([]byte, error) {
-	fd, err := openFD(path, syscall.O_RDONLY, 0) // no *os.File: only the mapping outlives this call
-	if err != nil {
-		return nil, err
-	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Size <= 0 || int64(int(st.Size)) != st.Size {
-		return nil, fmt.Errorf("gitstore: %s: cannot map %d bytes", path, st.Size)
-	}
-	b, err := syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ, syscall.MAP_PRIVATE)
-	if err != nil {
-		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
-	}
-	return b, nil
 }
 
 // packIndex is a pack index, version 2: magic and version, the 256-entry fanout
@@ -1445,8 +1422,8 @@ func (db *ObjectDB) DropResident() {
 	db.mu.Unlock()
 	for _, p := range packs {
 		if m := p.m.Load(); m != nil {
-			syscall.Madvise(m.data, syscall.MADV_DONTNEED)
-			syscall.Madvise(m.idx.data, syscall.MADV_DONTNEED)
+			dropResident(m.data)
+			dropResident(m.idx.data)
 		}
 	}
 }

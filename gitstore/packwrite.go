@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -343,7 +342,7 @@ func (w *PackWriter) stage(objectDir string, protect bool, sp *Spares) (*stagedP
 		}
 		st.files[0], st.temps[0] = f, f.Name()
 	}
-	if err := flockNow(st.files[0]); err != nil { // a spare's is held already: taking it again is a no-op
+	if err := lockFreeNow(st.files[0]); err != nil { // a spare's is held already: taking it again is a no-op
 		st.abort()
 		return nil, err
 	}
@@ -360,7 +359,7 @@ func (w *PackWriter) stage(objectDir string, protect bool, sp *Spares) (*stagedP
 			st.abort()
 			return nil, err
 		}
-		if err := flockNow(f); err != nil {
+		if err := lockFreeNow(f); err != nil {
 			st.files[1], st.temps[1] = f, f.Name()
 			st.abort()
 			return nil, err
@@ -392,13 +391,14 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// flockNow takes an exclusive flock on f, which nobody else holds.
-func flockNow(f *os.File) error {
-	for {
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EINTR) {
-			return err
-		}
+// lockFreeNow takes an exclusive lock (lockfile.go) on f, which nobody
+// else holds: one held elsewhere is an error.
+func lockFreeNow(f *os.File) error {
+	busy, err := lockNow(f)
+	if busy {
+		return errors.New("locked by another process")
 	}
+	return err
 }
 
 // publish makes the synced pack visible and syncs the directory: the
@@ -558,7 +558,7 @@ func removeUnlocked(path string, keep bool) int {
 		return 0
 	}
 	defer f.Close()
-	if flockNow(f) != nil {
+	if lockFreeNow(f) != nil {
 		return 0 // a live writer's
 	}
 	held, err := f.Stat()

@@ -322,7 +322,7 @@ func TestRemoveStaleTempsPackWithoutIdx(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := flockNow(f); err != nil {
+	if err := lockFreeNow(f); err != nil {
 		t.Fatal(err)
 	}
 	kept = append(kept, live)

@@ -84,7 +84,7 @@ func (r *Repo) readPackedRef(name string) (ObjectID, error) {
 		}
 		return ObjectID{}, err
 	}
-	defer syscall.Munmap(data)
+	defer unmapFile(data)
 	line, ok := packedRefLine(data, name)
 	if !ok {
 		return ObjectID{}, ErrNoRef
@@ -654,17 +654,4 @@ func orphanedLock(lockPath, value string) int {
 		return lockNotOrphaned
 	}
 	return lockOrphaned
-}
-
-// syncDir fsyncs a directory so renames and creations in it are durable.
-func syncDir(dir string) error {
-	fd, err := openFD(dir, syscall.O_RDONLY, 0) // without O_DIRECTORY, which marks the listings TestAppendListsPackDirOnce counts
-	if err != nil {
-		return err
-	}
-	defer syscall.Close(fd)
-	if err := fsyncFD(fd); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return &os.PathError{Op: "sync", Path: dir, Err: err}
-	}
-	return nil
 }

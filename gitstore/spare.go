@@ -43,7 +43,7 @@ func (r *Repo) MakeSpares(n int) *Spares {
 		if err != nil {
 			break
 		}
-		if err := flockNow(f); err != nil {
+		if err := lockFreeNow(f); err != nil {
 			f.Close()
 			os.Remove(f.Name())
 			break

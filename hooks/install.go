@@ -127,7 +127,9 @@ func isDir(path string) bool {
 }
 
 // shim is the hook script: a thin wrapper that calls the tally binary named
-// by absolute path (a server's hooks run with a PATH nobody controls), and
+// by absolute path (a server's hooks run with a PATH nobody controls; on
+// Windows with forward slashes, C:/..., which Git for Windows' sh reads
+// as it is and a backslash path it does not always), and
 // refuses with a message naming that path when it is gone, so the hook
 // fails closed and says why. With chain it first runs the hook that was
 // there before (<name>.tally-orig), with the same arguments and input.
@@ -144,7 +146,7 @@ if [ ! -x "$tally_bin" ]; then
 	echo "tally: the %s hook cannot run: the tally binary $tally_bin is missing or not executable; refusing. Reinstall the hook with: tally hooks install --tally PATH" >&2
 	exit 1
 fi
-`, binLine, shellQuote(tallyPath), name)
+`, binLine, shellQuote(filepath.ToSlash(tallyPath)), name)
 	if name == "pre-receive" {
 		b.WriteString(requestsOnly(chain))
 		return b.String()
@@ -262,11 +264,12 @@ const requestsOnlyMax = 64
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // shimBinary returns the binary a shim's text names ("" if none): the value
-// of its tally_bin line, quoted as shellQuote quotes.
+// of its tally_bin line, quoted as shellQuote quotes, in the system's own
+// separators.
 func shimBinary(text string) string {
 	for _, l := range strings.Split(text, "\n") {
 		if v, ok := strings.CutPrefix(l, binLine); ok && len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
-			return strings.ReplaceAll(v[1:len(v)-1], `'\''`, "'")
+			return filepath.FromSlash(strings.ReplaceAll(v[1:len(v)-1], `'\''`, "'"))
 		}
 	}
 	return ""
@@ -447,11 +450,6 @@ func shimStatus(name string, loc location, text string) HookStatus {
 		s.Problems = append(s.Problems, loc.Path+".d/ exists but the shim is over the dispatcher: the server's own hooks there may not run; run tally hooks install again")
 	}
 	return s
-}
-
-func executable(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }
 
 // Binary returns path as the absolute path a shim names, refusing (USAGE) a

@@ -10,10 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/internal/testrepo"
 )
 
@@ -129,14 +129,11 @@ func TestStalePackTempsRemoved(t *testing.T) {
 		file("pack-1123456789012345678901234567890123456789.keep", "receive-pack 42 on h", old), // git's
 	}
 	live := file("tally-tmp-pack-999", "PACK...", old) // a writer that is still running
-	f, err := os.Open(live)
+	lock, err := gitstore.LockFile(live)               // the lock a writer holds on its temporary pack
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	defer lock.Close()
 	kept = append(kept, live)
 
 	r := testrepo.Run(t, dir, "gc", nil, "--json", "gc")

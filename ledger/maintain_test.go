@@ -1,12 +1,10 @@
 package ledger_test
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/tally-dev/tally/gitstore"
@@ -16,22 +14,20 @@ import (
 // countingMaintainer is a Maintainer that compacts in this process, holding
 // the compaction lock as `tally gc --holding-lock` would, and counts the
 // compactions it was handed and how many of them came while the ledger's
-// writer lock was held (a non-blocking flock of its own fails).
+// writer lock was held (a lock of its own, not waiting, fails).
 func countingMaintainer(t *testing.T, started, held *int) ledger.Maintainer {
 	return func(l *ledger.Ledger, lock *os.File) (func(), error) {
 		*started++
-		f, err := os.OpenFile(l.Files.WriterLock(), os.O_RDWR, 0)
+		// The writer lock's own kind of lock (gitstore/lockfile.go), taken
+		// without waiting: nil when the writer lock is held.
+		probe, err := gitstore.LockCompaction(l.Files.WriterLock(), false)
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
-		switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
-		case errors.Is(err, syscall.EWOULDBLOCK):
+		if probe == nil {
 			*held++
-		case err != nil:
-			return nil, err
-		default:
-			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		} else {
+			probe.Close()
 		}
 		if _, err := l.Compact(); err != nil {
 			t.Error(err)

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tally-dev/tally"
@@ -14,6 +13,7 @@ import (
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/proctree"
 	"github.com/tally-dev/tally/receipt"
 )
 
@@ -339,8 +339,7 @@ func (s *Server) run(ctx context.Context, in RunIn) (*RunOut, error) {
 	child := exec.CommandContext(ctx, in.Argv[0], in.Argv[1:]...)
 	child.Dir = s.inWorkTree(".")
 	child.Stdout, child.Stderr = &outTail, &errTail
-	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	child.Cancel = func() error { return syscall.Kill(-child.Process.Pid, syscall.SIGKILL) }
+	proctree.KillGroupOnCancel(child)
 	child.WaitDelay = 5 * time.Second
 	res, err := s.c.Run(in.Wave, in.Cell, in.Epoch, child, s.lend)
 	if errs.Is(err, errs.CommandFailed) {

@@ -42,6 +42,8 @@ NO-READY-CELL (retryable; "open" cells may still become claimable),
 PLAN-COMPLETE (exit 2: every cell is done or failed, "open": 0),
 CELL-STATE, STEAL-DENIED, WAVE-MISSING, CELL-MISSING,
 DEAD-HOLDER-REMOTE (--reclaim-dead with a remote),
+DEAD-HOLDER-UNCHECKED (--reclaim-dead where tally cannot name this
+system's process table: a FreeBSD jail, another unix, -tags portable),
 LIMIT-EXCEEDED (the cell's paths would pass 4,096 live path holds, or cost
 too much to check against them).
 

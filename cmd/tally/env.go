@@ -3,13 +3,14 @@ package main
 import (
 	"os"
 	"os/exec"
-	"syscall"
 
 	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/proctree"
 )
 
 // detachedGC is the command line's ledger.Maintainer: a `tally gc
-// --holding-lock` in its own session, so that it outlives the command that
+// --holding-lock` detached (its own session; on Windows its own process
+// group without a console), so that it outlives the command that
 // started it, inheriting the held compaction lock as its file descriptor 3.
 func detachedGC(l *ledger.Ledger, lock *os.File) (func(), error) {
 	self, err := os.Executable()
@@ -18,7 +19,7 @@ func detachedGC(l *ledger.Ledger, lock *os.File) (func(), error) {
 	}
 	cmd := exec.Command(self, "-C", l.Repo.CommonDir, "--namespace", l.Namespace, "gc", "--holding-lock")
 	cmd.ExtraFiles = []*os.File{lock}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	proctree.Detach(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // Group commit across processes (FORMAT.md §9, "Group commit"): the writer

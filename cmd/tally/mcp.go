@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,24 +27,6 @@ func (a *app) mcpCmd() *cobra.Command {
 	return cmd
 }
 
-// execMCP replaces this process with the MCP server, tally-mcp, which is
-// a program of its own so that its SDK is not linked into every tally
-// process (package cliopt). The server gets every flag this command line set,
-// global or mcp's, as --name=value (it parses the same flags), and this
-// process's environment and stdio. Being this process, it is the agent's
-// child as tally mcp was: the agent's signals and its stdin reach it, and
-// the holder process its claims record (its parent) is the agent.
-func execMCP(flags *pflag.FlagSet) error {
-	path, err := mcpProgram()
-	if err != nil {
-		return err
-	}
-	argv := []string{cliopt.MCPProgram}
-	flags.Visit(func(f *pflag.Flag) { argv = append(argv, "--"+f.Name+"="+f.Value.String()) })
-	err = syscall.Exec(path, argv, os.Environ())
-	return notInstalled(errs.Wrap(errs.NotInstalled, err, "exec %s", path))
-}
-
 // notInstalled adds to a NOT-INSTALLED error what to install, and how.
 func notInstalled(e *errs.Error) *errs.Error {
 	return e.With("program", cliopt.MCPProgram).With("install", cliopt.MCPInstall)
@@ -57,8 +38,8 @@ func notInstalled(e *errs.Error) *errs.Error {
 func mcpProgram() (string, error) {
 	self, err := os.Executable()
 	if err == nil {
-		p := filepath.Join(filepath.Dir(self), cliopt.MCPProgram)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		p := filepath.Join(filepath.Dir(self), cliopt.MCPProgram+programSuffix)
+		if fi, err := os.Stat(p); err == nil && isProgram(fi) {
 			return p, nil
 		}
 	}
@@ -67,4 +48,12 @@ func mcpProgram() (string, error) {
 	}
 	return "", notInstalled(errs.New(errs.NotInstalled, "tally mcp runs the MCP server %s, which is neither beside %s nor on PATH: install both programs with %s",
 		cliopt.MCPProgram, self, cliopt.MCPInstall))
+}
+
+// mcpArgv is tally-mcp's command line: every flag this command line set,
+// global or mcp's, as --name=value.
+func mcpArgv(flags *pflag.FlagSet) []string {
+	argv := []string{cliopt.MCPProgram}
+	flags.Visit(func(f *pflag.Flag) { argv = append(argv, "--"+f.Name+"="+f.Value.String()) })
+	return argv
 }

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,9 +58,7 @@ func (u *procUsage) add(v procUsage) {
 // children it waited for.
 func usageOf(ps *os.ProcessState) procUsage {
 	u := procUsage{Procs: 1, CPU: ps.UserTime() + ps.SystemTime()}
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		u.Faults, u.Switches = ru.Minflt, ru.Nvcsw+ru.Nivcsw
-	}
+	u.Faults, u.Switches = faultsAndSwitches(ps)
 	return u
 }
 

@@ -666,7 +666,12 @@ func netFirstLine(s, sub string) string {
 // port, so no server started meanwhile can take it.
 func netDeadAddr(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	syscall.ForkLock.RLock() // no child started meanwhile inherits it
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		t.Fatal(err)
 	}

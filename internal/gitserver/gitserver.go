@@ -22,11 +22,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/proctree"
 )
 
 // Kind names a server type; Kinds lists both, for tests that run over each.
@@ -148,7 +148,8 @@ func startDaemon(t testing.TB, root string, port int, opts DaemonOptions, env []
 	cmd := exec.Command(filepath.Join(gitExecPath(t), "git-daemon"), append(args, root)...)
 	cmd.Dir = root
 	cmd.Env = testrepo.Env(env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	proctree.NewGroup(cmd)
+	dieWithParent(cmd)
 	stderr := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
@@ -157,7 +158,7 @@ func startDaemon(t testing.TB, root string, port int, opts DaemonOptions, env []
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	stop := func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the daemon and its children
+		proctree.KillGroup(cmd) // the daemon and its children
 		<-exited
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
@@ -480,7 +481,8 @@ func SSH(t testing.TB, root string, env ...string) *SSHServer {
 
 func startSSHD(t testing.TB, cfg string, port int) error {
 	cmd := exec.Command(SSHD, "-D", "-e", "-f", cfg)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	proctree.NewGroup(cmd)
+	dieWithParent(cmd)
 	stderr := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
@@ -489,7 +491,7 @@ func startSSHD(t testing.TB, cfg string, port int) error {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	stop := func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		proctree.KillGroup(cmd)
 		<-exited
 	}
 	deadline := time.Now().Add(15 * time.Second)

@@ -350,12 +350,6 @@ func (m CPUMeter) Report(b *testing.B, n int) {
 	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
 }
 
-func processCPU() time.Duration {
-	var r syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
-	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
-}
-
 // Allocated is the number of bytes f allocates on the heap (with anything
 // else the process allocates meanwhile): for a test that a refusal comes
 // before an allocation.

@@ -1,0 +1,4 @@
+package tally
+
+// ProcessTable is processTable, for the tests of what a claim records.
+var ProcessTable = processTable
