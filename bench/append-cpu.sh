@@ -1,6 +1,6 @@
 #!/bin/sh
 # CPU of one whole-process append, tally binaries against git's plumbing
-# append, alternated in one run (docs/PERFORMANCE.md, "Fewer files an
+# append, alternated in one run (docs/PERFORMANCE.md at b45f87f, "Fewer files an
 # append").
 #
 #   bench/append-cpu.sh ROUNDS TALLY_BIN...

@@ -1,5 +1,5 @@
 // Command bench measures tally against the git CLI doing the same work in the
-// same run, and prints markdown tables (docs/PERFORMANCE.md holds a copy).
+// same run, and prints markdown tables (docs/PERFORMANCE.md quotes them).
 //
 //	go run ./bench [-dir DIR] [-entries 100000] [-objects 1000000] [-runs 200]
 //	go run ./bench -quick          # small sizes, a smoke test of the script

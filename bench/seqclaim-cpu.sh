@@ -1,5 +1,5 @@
 #!/bin/sh
-# CPU per sequenced claim, by process name (docs/PERFORMANCE.md, "Sequenced
+# CPU per sequenced claim, by process name (docs/PERFORMANCE.md at b45f87f, "Sequenced
 # claim without a fetch").
 #
 #   bench/seqclaim-cpu.sh TALLY_BIN [CLAIMS [AGENTS]]

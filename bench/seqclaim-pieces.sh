@@ -1,5 +1,5 @@
 #!/bin/sh
-# The server's per-push pieces seq8 changed, CPU per run (docs/PERFORMANCE.md,
+# The server's per-push pieces seq8 changed, CPU per run (docs/PERFORMANCE.md at b45f87f,
 # "Sequenced claims, git's share").
 #
 #   bench/seqclaim-pieces.sh BASE_TALLY NEW_TALLY [N]

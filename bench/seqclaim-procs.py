@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU per sequenced claim by command and side (docs/PERFORMANCE.md,
+"""CPU per sequenced claim by command and side (docs/PERFORMANCE.md at b45f87f,
 "Sequenced claims, git's share").
 
     bench/seqclaim-procs.py DIR0 DIRN CLAIMS

@@ -1,7 +1,7 @@
 #!/bin/sh
 # One sequenced claim, replayed alone on a fresh copy of a saved scenario, so
 # that the client's tally or the server's proc-receive process (srv-tally)
-# can be measured under callgrind, strace or perf stat (docs/PERFORMANCE.md,
+# can be measured under callgrind, strace or perf stat (docs/PERFORMANCE.md at b45f87f,
 # "Sequenced claims, CPU a claim").
 #
 #   bench/seqclaim-replay.sh setup TALLY_BIN DIR BEHIND

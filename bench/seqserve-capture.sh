@@ -1,7 +1,7 @@
 #!/bin/sh
 # Captures one server-side proc-receive run of a sequenced claim, so its
 # process (srv-tally) can be replayed alone under callgrind or strace
-# (docs/PERFORMANCE.md, "The sequencer's process").
+# (docs/PERFORMANCE.md at b45f87f, "The sequencer's process").
 #
 #   bench/seqserve-capture.sh TALLY_BIN OUT [CLAIMS]
 #

@@ -51,7 +51,7 @@ func ApplyDelta(base, delta []byte, max uint64) ([]byte, error) {
 // pack entry keeps the content uncompressed (a stored deflate block): the
 // object arrived as a few bytes of delta, and compressing what is mostly
 // hashes only to store it cost a client more than receiving the delta
-// saved (PERFORMANCE.md, "Sequenced claims, tree deltas"); git gc
+// saved (PERFORMANCE.md at b45f87f, "Sequenced claims, tree deltas"); git gc
 // deltifies and compresses such objects again.
 func DeltaObject(base *Object, delta []byte, max uint64) (*Object, error) {
 	data, err := ApplyDelta(base.data, delta, max)

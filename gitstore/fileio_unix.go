@@ -13,7 +13,7 @@ import (
 // the runtime's poller on Linux: four fcntl calls and a failing epoll_ctl
 // an open, and the poller's own epoll instance, eventfd and registration
 // once a process. A system call costs 2–4 µs in the VMs tally is measured
-// in, and a note opens about fifteen files (PERFORMANCE.md, "Append, fourth
+// in, and a note opens about fifteen files (PERFORMANCE.md at b45f87f, "Append, fourth
 // pass"). The helpers here open with open(2) and wrap the descriptor with
 // os.NewFile, which leaves it out of the poller (one fcntl, to learn its
 // flags); readFile reads without an *os.File at all. Reads and writes on

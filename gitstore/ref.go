@@ -249,7 +249,7 @@ func (w *WriterLock) Release() {
 // padded with spaces to the file's length rather than the file cut: the
 // spaces are a line naming no ref, which the next holder ignores, and
 // truncating frees the file's block, an ftruncate that cost a note more
-// CPU than any other system call but fsync and open (PERFORMANCE.md,
+// CPU than any other system call but fsync and open (PERFORMANCE.md at b45f87f,
 // "Append, fourth pass"). A writer killed during the write leaves the new
 // record or a mix of the old and the new one (both naming every lock it may
 // have left), never an empty one. Only a file longer than was read (size
@@ -429,7 +429,7 @@ func (r *Repo) UpdateRefsWithPack(w *WriterLock, moves []RefMove, pw *PackWriter
 // disk serves them together and the lock is held for one round trip to it
 // instead of one after another; a holder alone syncs them in turn, in its
 // own goroutine, where a short process would pay more CPU for the threads
-// blocked fsyncs need than the overlap saves it (PERFORMANCE.md, "Fewer
+// blocked fsyncs need than the overlap saves it (PERFORMANCE.md at b45f87f, "Fewer
 // files an append"). A pack written without a ref move (PackWriter.write)
 // is synced here too, in turn, before it is published.
 func syncWritten(st *stagedPack, locks []*os.File, queued bool) (int, error) {

@@ -13,7 +13,7 @@ import (
 // the ref locks of UpdateRefsWithPack. Creating a file is the costliest
 // step of an append on ext4 without a journal (allocating the inode scans
 // past every inode freed in the last 30 s: a third of a drain's CPU,
-// PERFORMANCE.md "The drain, fifth pass"), and everything under the writer
+// PERFORMANCE.md at b45f87f "The drain, fifth pass"), and everything under the writer
 // lock is serialized across the clone's writers, while a spare is made
 // beside the other writers' appends.
 //

@@ -119,7 +119,7 @@ func (l *Ledger) AppendBatch(actor string, builds []BuildFunc) ([]*Appended, err
 	// The files the append creates (its pack, the index, a lock for the
 	// ledger's ref and for each Beside move expected) are made before the
 	// lock, beside the other writers' appends: under it, creating them was
-	// half of an append's CPU (PERFORMANCE.md, "The drain, fifth pass").
+	// half of an append's CPU (PERFORMANCE.md at b45f87f, "The drain, fifth pass").
 	spares := l.makeSpares()
 	defer spares.Remove() // after the release: the next writer does not wait for it
 	wl, err := l.lockWriter()

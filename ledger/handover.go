@@ -17,7 +17,7 @@ import (
 // Group commit across processes (FORMAT.md §9, "Group commit"). Every
 // tally writer of a clone queues for one writer lock, and a queued writer
 // used to wait for the whole of each append before it: the lock was held
-// for 94–97% of a drain's wall time (PERFORMANCE.md, "The drain, fifth
+// for 94–97% of a drain's wall time (PERFORMANCE.md at b45f87f, "The drain, fifth
 // pass"). Now a writer that finds the lock held hands its intent to the
 // holder (gitstore's hand-over socket), and the holder, once its own
 // append is done, appends every intent handed to it meanwhile as one
@@ -70,7 +70,7 @@ var ErrRecovered = errors.New("appended by a writer-lock holder that died before
 // serving the next batch. Serving more batches in a row drained no faster
 // and kept the holder's own caller waiting for them (8 batches: p99 of a
 // claim 314–430 ms at 8 MCP servers against 183–187 ms for one, cells/s
-// alike; PERFORMANCE.md, "The drain, sixth pass").
+// alike; PERFORMANCE.md at b45f87f, "The drain, sixth pass").
 const (
 	batchIntents = 64
 	takenSize    = 64 // the most a "taken" frame may hold

@@ -11,7 +11,7 @@ import (
 // The files of a repository are opened without the runtime's poller
 // (gitstore's openFile): os.Open offers each regular file to epoll on Linux,
 // which refuses it, at four fcntl calls and an epoll_ctl an open
-// (PERFORMANCE.md, "Append, fourth pass"). Counted from strace on a note
+// (PERFORMANCE.md at b45f87f, "Append, fourth pass"). Counted from strace on a note
 // and a view: no descriptor is switched to non-blocking mode and none is
 // added to an epoll instance only to be refused.
 func TestRepositoryFilesSkipPoller(t *testing.T) {
