@@ -58,6 +58,8 @@ const (
 	AuditFailed        Code = "AUDIT-FAILED"
 	HistoryShallow     Code = "HISTORY-SHALLOW"
 	NotInstalled       Code = "NOT-INSTALLED"
+	SequencerSigns     Code = "SEQUENCER-SIGNS"
+	RequestReplayed    Code = "REQUEST-REPLAYED"
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal          Code = "INTERNAL"
@@ -131,6 +133,8 @@ var classes = map[Code]Class{
 	AuditFailed:        Refused,
 	HistoryShallow:     Refused,
 	NotInstalled:       Refused,
+	SequencerSigns:     Refused,
+	RequestReplayed:    Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal:          Integrity,

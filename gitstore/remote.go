@@ -81,13 +81,14 @@ func (r *Repo) remoteGit(remote string, args []string, rest ...string) ([]byte, 
 // remoteGitShowing is remoteGit copying git's stderr to progress as it
 // comes (GitRun.Progress), when progress is not nil.
 func (r *Repo) remoteGitShowing(remote string, progress io.Writer, args []string, rest ...string) ([]byte, error) {
-	return r.remoteGitCopying(remote, progress, progress != nil, args, rest...)
+	return r.remoteGitCopying(remote, GitRun{Progress: progress}, progress != nil, args, rest...)
 }
 
-// remoteGitCopying is remoteGit copying git's stderr to stderr as it comes
-// (nil: not copied), asking git for progress reports when progress (always
-// for a fetch).
-func (r *Repo) remoteGitCopying(remote string, stderr io.Writer, progress bool, args []string, rest ...string) ([]byte, error) {
+// remoteGitCopying is remoteGit run as bounds says: copying git's stderr
+// to bounds.Progress as it comes (nil: not copied), within its Timeout and
+// MaxOutput (none when zero); asking git for progress reports when
+// progress (always for a fetch).
+func (r *Repo) remoteGitCopying(remote string, bounds GitRun, progress bool, args []string, rest ...string) ([]byte, error) {
 	if _, err := r.RemoteURL(remote); err != nil {
 		return nil, err
 	}
@@ -96,7 +97,8 @@ func (r *Repo) remoteGitCopying(remote string, stderr io.Writer, progress bool, 
 		argv = append(argv, "--progress")
 	}
 	argv = append(append(argv, "--", remote), rest...)
-	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Idle: remoteIdle, Progress: stderr}.Run()
+	bounds.Dir, bounds.Args, bounds.Env, bounds.Idle = r.gitRunDir(), argv, r.remoteEnv(), remoteIdle
+	out, err := bounds.Run()
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
 		service := "git-upload-pack"
@@ -293,7 +295,10 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 		args = append(args, "--depth="+strconv.Itoa(depth))
 	}
 	before := r.packNames()
-	_, err := r.remoteGit(remote, args, specs...)
+	err := retryDropped(connectRetryBudget, droppedEarly, func() error {
+		_, err := r.remoteGit(remote, args, specs...)
+		return err
+	})
 	var ge *GitError
 	switch {
 	case err == nil:

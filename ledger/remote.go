@@ -82,7 +82,9 @@ func (l *Ledger) fetchRemote(remote string) (gitstore.ObjectID, error) {
 func (l *Ledger) fetchRemoteDepth(remote string, depth int) (gitstore.ObjectID, error) {
 	notes := TrackingRef(remote, NotesRef)
 	before, _ := l.Repo.ReadRef(notes)
-	tip, err := l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: NotesRef, Tracking: notes})
+	// The sequencer's offer comes along (an optional ref: none, no error).
+	tip, err := l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: NotesRef, Tracking: notes},
+		gitstore.RefPair{Ref: SequencerRef, Tracking: TrackingRef(remote, SequencerRef)})
 	if err != nil {
 		return tip, remoteError(err)
 	}

@@ -29,7 +29,11 @@ func (a *app) statusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.emitView(c, map[string]any{"now": chain.FormatTime(now), "waves": waves}, func(w io.Writer) {
+				result := map[string]any{"now": chain.FormatTime(now), "waves": waves}
+				if c.Remote() != "" {
+					result["claims"] = c.ClaimPath()
+				}
+				return a.emitView(c, result, func(w io.Writer) {
 					for _, ws := range waves {
 						paint(w, bold, "wave %s", ws.Wave)
 						fmt.Fprintf(w, ": %d pending, %d claimed, %d done, %d failed\n",
@@ -50,6 +54,9 @@ func (a *app) statusCmd() *cobra.Command {
 							fmt.Fprintf(tw, "  %s\t%s\tepoch %d\t%s\t%s\n", c.Cell, state, c.Epoch, inert(c.Holder), left)
 						}
 						tw.Flush()
+					}
+					if c.Remote() != "" {
+						claimPathLine(w, c)
 					}
 				})
 			})
