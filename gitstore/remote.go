@@ -295,7 +295,14 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 		args = append(args, "--depth="+strconv.Itoa(depth))
 	}
 	before := r.packNames()
-	err := retryDropped(connectRetryBudget, droppedEarly, func() error {
+	// Another process of this clone moving a tracking ref during the fetch
+	// fails git's update of it ("cannot lock ref"): the fetch, which changes
+	// nothing else, is made again, as a dropped connection is.
+	raced := func(err error) bool {
+		var ge *GitError
+		return droppedEarly(err) || errors.As(err, &ge) && strings.Contains(ge.Stderr, "cannot lock ref 'refs/remotes/")
+	}
+	err := retryDropped(connectRetryBudget, raced, func() error {
 		_, err := r.remoteGit(remote, args, specs...)
 		return err
 	})

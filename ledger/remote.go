@@ -101,18 +101,35 @@ func (l *Ledger) fetchRemoteDepth(remote string, depth int) (gitstore.ObjectID, 
 // FORK-DETECTED or ROLLBACK-DETECTED. The first fetch of a clone that
 // trusts checkpoint keys starts from a trusted checkpoint
 // (fetchFromCheckpoint).
+//
+// In a clone whose worktrees' processes fetch at once, a fetch whose
+// advertisement came before another's may land after it, leaving the
+// tracking ref at a tip older than the record the other wrote: such a tip,
+// short of what this clone verified, is fetched again (staleFetches times)
+// before it is reported as the remote's rollback.
 func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
 	if l.firstContact(remote) {
 		tip, _, err := l.fetchFromCheckpoint(remote)
 		return tip, err
 	}
-	tip, err := l.fetchRemote(remote)
-	if err != nil {
+	for again := 0; ; again++ {
+		tip, err := l.fetchRemote(remote)
+		if err != nil {
+			return tip, err
+		}
+		_, err = l.verifyRemoteTip(remote, tip, false)
+		if errs.CodeOf(err) == errs.RollbackDetected && again < staleFetches {
+			continue
+		}
 		return tip, err
 	}
-	_, err = l.verifyRemoteTip(remote, tip, false)
-	return tip, err
 }
+
+// staleFetches is how many times a fetch that left the tracking ref short
+// of this clone's record is made again before the remote is taken to have
+// rolled back: each is another process's fetch landing late, and a server
+// that really rolled back answers the same every time.
+const staleFetches = 3
 
 // verifyRemoteTip verifies a fetched remote tip from what this clone last
 // verified of it (from genesis with full) and records it. It returns the

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,4 +407,68 @@ func TestConnectionLimitRetried(t *testing.T) {
 			t.Fatalf("%v at the connection limit: %s %v", args, p, p.Err)
 		}
 	}
+}
+
+// TestSequencedSharedClone: agents in the worktrees of one clone, all
+// sequenced, share its tracking ref and its record of the remote. Each
+// of 8 processes claims in a loop until the claims run out: every claim
+// the server's ledger holds was reported granted to the process that
+// asked (none reported as not applied, none reported twice), no process
+// exits 3 (no false rollback or fork), and the clone's tracking ref ends
+// at the server's tip. 8 x 12 claims here; TALLY_STRESS=1 runs 500.
+func TestSequencedSharedClone(t *testing.T) {
+	t.Parallel()
+	agents, claims := 8, 96
+	if netStress() {
+		claims = 500
+	}
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("shared", claims)
+	clone := c.agents(1)[0]
+	sequenced(t, clone) // whatever the default: this is the sequenced path
+	dirs := []string{clone}
+	for i := 1; i < agents; i++ {
+		wt := filepath.Join(t.TempDir(), fmt.Sprintf("wt-%d", i))
+		testrepo.Git(t, clone, "worktree", "add", "-q", "--detach", wt)
+		dirs = append(dirs, wt)
+	}
+	var mu sync.Mutex
+	told := map[string]string{}
+	var failures []string
+	var left atomic.Int64
+	left.Store(int64(claims))
+	netTogether(agents, func(i int) testrepo.Result {
+		for left.Add(-1) >= 0 {
+			p := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+			mu.Lock()
+			switch {
+			case p.Err == nil && p.Code == 0:
+				key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
+				if prev, ok := told[key]; ok {
+					failures = append(failures, fmt.Sprintf("%s reported granted to %s and %s", key, prev, netAgent(i)))
+				}
+				told[key] = netAgent(i)
+			default:
+				failures = append(failures, p.String())
+			}
+			mu.Unlock()
+		}
+		return testrepo.Result{}
+	})
+	for _, f := range failures {
+		t.Errorf("%.400s", f)
+	}
+	server := netClaims(t, c.bare)
+	for cell, who := range server {
+		if len(who) != 1 || told[cell] != who[0] {
+			t.Errorf("%s: claimed on the server by %v, reported granted to %q", cell, who, told[cell])
+		}
+	}
+	if len(server) != len(told) {
+		t.Errorf("%d claims on the server, %d reported granted", len(server), len(told))
+	}
+	if tracking, tip := testrepo.Git(t, clone, "rev-parse", "refs/remotes/origin/tally/ledger"), c.serverTip(); tracking != tip {
+		t.Errorf("the clone's tracking ref is at %s, the server's ledger at %s", tracking, tip)
+	}
+	t.Logf("%d agents in one clone: %d claims granted, %d failures", agents, len(told), len(failures))
 }
