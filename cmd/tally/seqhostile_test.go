@@ -472,3 +472,22 @@ func TestSequencedSharedClone(t *testing.T) {
 	}
 	t.Logf("%d agents in one clone: %d claims granted, %d failures", agents, len(told), len(failures))
 }
+
+// TestSequencedPusherBeforeRead: while pushers are bound, an anonymous
+// request is refused for its pusher (PUSHER-UNKNOWN) before it is read:
+// a request over the size bound gets that refusal, not LIMIT-EXCEEDED.
+func TestSequencedPusherBeforeRead(t *testing.T) {
+	t.Parallel()
+	c, seed, dir := sequencedAgent(t, "bound", 2)
+	c.ok(seed, "planner", nil, "--remote", "origin", "policy", "set-pushers", "alice=alice")
+	empty := testrepo.Git(t, dir, "hash-object", "-t", "tree", "-w", "/dev/null")
+	raw := filepath.Join(t.TempDir(), "request")
+	if err := os.WriteFile(raw, []byte("tree "+empty+"\nauthor t <t> 0 +0000\ncommitter t <t> 0 +0000\n\n"+strings.Repeat("x", 100<<10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	request := testrepo.Git(t, dir, "hash-object", "-t", "commit", "-w", raw)
+	got, err := netGit(dir, nil, "push", "--porcelain", "origin", request+":refs/for/tally/claim-next")
+	if err == nil || !strings.Contains(got, "tally PUSHER-UNKNOWN: ") {
+		t.Fatalf("an anonymous request of 100 KiB with pushers bound: want PUSHER-UNKNOWN, got %s %v", got, err)
+	}
+}
