@@ -164,15 +164,6 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID, 
 		}
 	}
 	fetched, err := l.FetchRemote(remote)
-	// The server had new before this fetch began, but another process of
-	// this clone may have left the tracking ref at an older tip since:
-	// fetch again before calling the server's report untrue.
-	for again := 0; err == nil && pushErr == nil && again < staleFetches; again++ {
-		if in, herr := l.holdsCommit(fetched, new); herr == nil && in {
-			break
-		}
-		fetched, err = l.FetchRemote(remote)
-	}
 	if err != nil {
 		return nil, err
 	}
