@@ -166,7 +166,16 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	self, base := c.claimant(o.PID)
 	if o.Next && mode == lease.ModeClaim {
 		n := nextClaim(o, self, base)
-		if c.sequencer {
+		path := c.ClaimPath()
+		if path.unknown {
+			// A clone's first claim: its fetch tells whether the remote
+			// offers a sequencer, so even that claim can use it.
+			if _, err := c.L.FetchRemote(c.Remote()); err != nil {
+				return nil, err
+			}
+			path = c.ClaimPath()
+		}
+		if path.Path == PathSequenced {
 			return c.claimRequest(n)
 		}
 		aps, err := c.appendSteps([]handStep{{Op: OpClaimNext, Claim: &n}})

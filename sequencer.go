@@ -22,6 +22,12 @@ import (
 // ledger.RequestRef(OpClaimNext)).
 const OpClaimNext = "claim-next"
 
+// IntentVersion is the version of the intents this client sends: 2, whose
+// answer is the entry carrying the intent's nonce. A server from before it
+// refuses version 2 unread (USAGE), so no entry is ever taken by its holder
+// fields alone.
+const IntentVersion = 2
+
 // Intent is a sequenced request, sent as its canonical JSON (RFC 8785) as
 // the message of a commit with the empty tree: the claim (NextClaim's
 // members), and Nonce, which makes every request a new commit. Have
@@ -88,7 +94,7 @@ func (c *Client) claimRequest(n NextClaim) (*LeaseResult, error) {
 		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
 	}
 	self := n.Holder.id()
-	in := Intent{V: 1, Op: OpClaimNext, Actor: c.Actor, NextClaim: n, Nonce: ledger.NewNonce()}
+	in := Intent{V: IntentVersion, Op: OpClaimNext, Actor: c.Actor, NextClaim: n, Nonce: ledger.NewNonce()}
 	intent := func(have gitstore.ObjectID, sent int) ([]byte, error) {
 		in.Have, in.Sent = "", 0
 		if !have.IsZero() {
@@ -99,12 +105,15 @@ func (c *Client) claimRequest(n NextClaim) (*LeaseResult, error) {
 		}
 		return chain.MarshalCanonical(in)
 	}
-	// This request's entry: this actor's claim --next recording this very
-	// process as its holder (the reported entry must be it; when the
-	// server's answer is lost, it is looked for).
+	// This request's entry: the one carrying its nonce, which the server
+	// gives the entry it appends for it (the reported entry must be it;
+	// when the server's answer is lost, it is looked for), and which is this
+	// actor's claim --next recording this very process as its holder. The
+	// nonce, fresh for each request, tells two requests of one process
+	// apart, and an old grant from one not yet answered.
 	mine := func(a *ledger.Applied) bool {
 		b, ok := claimOf(a)
-		return ok && a.Entry.Actor == c.Actor && b.Next && b.Holder() == self
+		return ok && a.Entry.Nonce == in.Nonce && a.Entry.Actor == c.Actor && b.Next && b.Holder() == self
 	}
 	ap, err := c.L.Request(c.Remote(), OpClaimNext, intent, mine)
 	if err != nil {
@@ -134,12 +143,21 @@ type Guard func(s *ledger.Snapshot, actor string, kind chain.Kind) error
 // ServeRequest is the server's side of a request of op: it reads the
 // intent (canonical JSON of an Intent, else USAGE), and appends its entry to
 // this (the server's) ledger as the intent's actor, built by the same build
-// and appended by the same path as a local one, with guard checked on the
-// very snapshot the entry is built on. Then it writes to sent the range
-// after the intent's have up to the new entry, in the form the intent
-// reads (ledger.SendRange; nothing for a have this ledger does not lead
-// from).
+// and appended by the same path as a local one, carrying the intent's
+// nonce, with guard checked on the very snapshot the entry is built on.
+// Then it writes to sent the range after the intent's have up to the new
+// entry, in the form the intent reads (ledger.SendRange; nothing for a have
+// this ledger does not lead from).
+//
+// It never signs for a requester: a server whose ledger signs what it
+// appends (a signing key from any source), or whose policy requires
+// signatures, refuses every request (SEQUENCER-SIGNS), and a request whose
+// nonce one of the ledger's last ledger.NonceWindow entries carries was
+// answered already (REQUEST-REPLAYED).
 func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer) (*ledger.Appended, error) {
+	if err := c.ServesRequests(); err != nil {
+		return nil, err
+	}
 	canon, err := chain.Canonicalize(raw)
 	if err != nil || !bytes.Equal(canon, raw) {
 		return nil, errs.New(errs.Usage, "the request is not canonical JSON")
@@ -150,8 +168,11 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer
 	if err := dec.Decode(&in); err != nil {
 		return nil, errs.New(errs.Usage, "the request is not an intent: %v", err)
 	}
-	if in.V != 1 || in.Op != op || op != OpClaimNext {
-		return nil, errs.New(errs.Usage, "unsupported request: version %d, op %q pushed as %q (this server serves %s)", in.V, in.Op, op, OpClaimNext)
+	if (in.V != 1 && in.V != IntentVersion) || in.Op != op || op != OpClaimNext {
+		return nil, errs.New(errs.Usage, "unsupported request: version %d, op %q pushed as %q (this server serves %s, versions 1 and %d)", in.V, in.Op, op, OpClaimNext, IntentVersion)
+	}
+	if !chain.IsLowerHex(in.Nonce, 32) {
+		return nil, errs.New(errs.Usage, "the request's nonce %q is not 32 lowercase hex digits", in.Nonce)
 	}
 	var have gitstore.ObjectID
 	if in.Have != "" {
@@ -168,10 +189,24 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer
 	}
 	build := in.NextClaim.build()
 	out, err := c.L.AppendBatch(in.Actor, []ledger.BuildFunc{func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		if err := unsignedPolicy(s); err != nil {
+			return nil, err
+		}
 		if err := guard(s, in.Actor, "claim"); err != nil {
 			return nil, err
 		}
-		return build(s, now)
+		if seq, seen, err := s.AnsweredNonce(in.Nonce); err != nil || seen {
+			if err == nil {
+				err = errs.New(errs.RequestReplayed, "entry %d already answers a request with nonce %s", seq, in.Nonce).With("seq", seq)
+			}
+			return nil, err
+		}
+		d, err := build(s, now)
+		if err != nil {
+			return nil, err
+		}
+		d.Nonce = in.Nonce // the requester accepts only the entry carrying it
+		return d, nil
 	}})
 	if err != nil {
 		return nil, err
@@ -180,4 +215,27 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer
 	// client its fetch.
 	c.L.SendRange(sent, have, out[0].Commit, form)
 	return out[0], nil
+}
+
+// ServesRequests refuses to serve requests where this server's ledger
+// signs what it appends: an entry the server appends for a requester
+// would carry the server's signature as the requester's actor.
+func (c *Client) ServesRequests() error {
+	if c.L.Signs() {
+		return errs.New(errs.SequencerSigns, "this server signs the entries it appends (a signing key: TALLY_SIGNING_KEY, --sign-key, or git config gpg.format=ssh with user.signingkey), and never signs for a requester; clients use compare-and-swap")
+	}
+	return nil
+}
+
+// unsignedPolicy refuses to serve requests on a ledger whose policy
+// requires signatures: only the actor can sign its entry.
+func unsignedPolicy(s *ledger.Snapshot) error {
+	p, err := lease.ReadPolicy(s)
+	if err != nil {
+		return err
+	}
+	if p.RequireSignatures {
+		return errs.New(errs.SequencerSigns, "the ledger's policy requires signatures, which only the actor can make; clients use compare-and-swap")
+	}
+	return nil
 }

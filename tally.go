@@ -14,6 +14,7 @@ import (
 	"github.com/tally-dev/tally/anchor"
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/identity"
 	"github.com/tally-dev/tally/ledger"
 )
@@ -59,9 +60,57 @@ type Client struct {
 	src   ledger.Source
 	host  string
 	seen  *Verified // the state the last view read, verified
-	// sequencer: claim --next goes to the remote's sequencer (git config
-	// tally.sequencer; never for a signing client, FORMAT.md §9b).
-	sequencer bool
+}
+
+// ClaimPath says how a client's claim --next reaches the ledger (Path: one
+// of the constants below) and why (FORMAT.md §9b, *Client*).
+type ClaimPath struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
+	// unknown: the clone has not fetched the remote's ledger yet, so
+	// whether it offers a sequencer is not known (a claim fetches first).
+	unknown bool
+}
+
+// The claim paths.
+const (
+	PathLocal     = "local"            // no remote: the local ledger
+	PathSequenced = "sequenced"        // a request to the remote's sequencer
+	PathCAS       = "compare-and-swap" // an entry pushed with a compare-and-swap
+)
+
+// ClaimPath is how this client's claim --next reaches the ledger, and why,
+// as of now: a fetch may have brought the remote's offer since Open.
+func (c *Client) ClaimPath() ClaimPath {
+	return claimPath(c.L, c.L.Repo.Config(), c.Remote(), c.L.Signs())
+}
+
+// claimPath chooses how claim --next reaches remote's ledger (FORMAT.md
+// §9b): never sequenced for a client that signs (the server cannot sign
+// for it); else as git config tally.sequencer says, when set; else
+// sequenced when the remote offers a sequencer (its ledger.SequencerRef,
+// fetched with its ledger, is here).
+func claimPath(l *ledger.Ledger, cfg *gitstore.Config, remote string, signs bool) ClaimPath {
+	switch v, set := cfg.Value(ledger.SequencerConfig); {
+	case remote == "":
+		return ClaimPath{Path: PathLocal, Why: "no remote"}
+	case signs:
+		return ClaimPath{Path: PathCAS, Why: "this clone signs its entries, which a sequencer cannot do for it"}
+	case set && gitTrue(v):
+		return ClaimPath{Path: PathSequenced, Why: ledger.SequencerConfig + " is true"}
+	case set:
+		return ClaimPath{Path: PathCAS, Why: ledger.SequencerConfig + " is " + v}
+	case l.OffersSequencer(remote):
+		return ClaimPath{Path: PathSequenced, Why: "remote " + remote + " offers a sequencer (" + ledger.SequencerRef + "); " + ledger.SequencerConfig + "=false opts out"}
+	case !l.Fetched(remote):
+		return ClaimPath{Path: PathCAS, Why: "not known yet whether remote " + remote + " offers a sequencer: this clone has not fetched its ledger", unknown: true}
+	}
+	return ClaimPath{Path: PathCAS, Why: "remote " + remote + " offers no sequencer (no " + ledger.SequencerRef + " when this clone last fetched)"}
+}
+
+// gitTrue reports whether v is one of git's spellings of true.
+func gitTrue(v string) bool {
+	return slices.Contains([]string{"true", "yes", "on", "1"}, strings.ToLower(v))
 }
 
 // Verified names the state a view answered from: every entry through seq
@@ -136,11 +185,7 @@ func Open(dir string, opt Options) (*Client, error) {
 	if remote != "" {
 		src = l.RemoteSource(remote)
 	}
-	c := &Client{L: l, Actor: actor, src: src, host: host}
-	if v, _ := cfg.Value(ledger.SequencerConfig); remote != "" && signer == nil && slices.Contains([]string{"true", "yes", "on", "1"}, strings.ToLower(v)) { // git's spellings of true
-		c.sequencer = true
-	}
-	return c, nil
+	return &Client{L: l, Actor: actor, src: src, host: host}, nil
 }
 
 // loadSigner reads a signing key named like git's user.signingkey: a path,

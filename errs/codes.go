@@ -62,6 +62,8 @@ const (
 	MergeConflict       Code = "MERGE-CONFLICT"
 	WorktreeDirty       Code = "WORKTREE-DIRTY"
 	WorktreeBase        Code = "WORKTREE-BASE"
+	SequencerSigns      Code = "SEQUENCER-SIGNS"
+	RequestReplayed     Code = "REQUEST-REPLAYED"
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal          Code = "INTERNAL"
@@ -139,6 +141,8 @@ var classes = map[Code]Class{
 	MergeConflict:       Refused,
 	WorktreeDirty:       Refused,
 	WorktreeBase:        Refused,
+	SequencerSigns:      Refused,
+	RequestReplayed:     Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal:          Integrity,

@@ -190,6 +190,14 @@ func (db *ObjectDB) ReadCommit(id ObjectID) (*Commit, error) {
 	return parseCommitObject(id, typ, data, err)
 }
 
+// ReadCommitAtMost is ReadCommit for a commit that must be at most max
+// bytes (ReadAtMost: a larger one is refused by its header,
+// ErrObjectTooLarge).
+func (db *ObjectDB) ReadCommitAtMost(id ObjectID, max uint64) (*Commit, error) {
+	typ, data, err := db.ReadAtMost(id, max)
+	return parseCommitObject(id, typ, data, err)
+}
+
 // ReadCommit is ObjectDB.ReadCommit.
 func (c *Cursor) ReadCommit(id ObjectID) (*Commit, error) {
 	typ, data, err := c.Read(id)

@@ -1,12 +1,14 @@
 package gitstore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is the configuration git would see in a repository, read at one
@@ -418,6 +420,24 @@ func (r *Repo) IgnoreCase() bool { return r.Config().Bool("core.ignorecase") }
 
 // ConfigValue reads the configuration now and returns one variable.
 func (r *Repo) ConfigValue(name string) (string, bool) { return r.Config().Value(name) }
+
+// ConfigDuration reads variable name as a duration: a Go duration ("90s",
+// "1m30s", "500ms") or a whole number of seconds, else an error; def when
+// it is not set.
+func (r *Repo) ConfigDuration(name string, def time.Duration) (time.Duration, error) {
+	v, ok := r.ConfigValue(name)
+	if !ok {
+		return def, nil
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s = %q: want a duration such as 60s, or whole seconds", name, v)
+	}
+	return d, nil
+}
 
 // RemoteNames returns the configured remotes (those with a remote.NAME.url),
 // in the order git's configuration files first name them.

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tally-dev/tally/proctree"
@@ -39,6 +40,11 @@ type GitRun struct {
 	// progress (--progress) may take as long as it needs; one that stalls
 	// ends.
 	Idle time.Duration
+	// MaxOutput, when set, bounds what git may write to stdout and stderr
+	// together: git and every process it started are killed, as for
+	// Timeout, once it has written more (what a server relays through git,
+	// "remote: " lines, is only as bounded as this).
+	MaxOutput int
 	// Progress, when set, also receives git's stderr as git writes it (for
 	// a command run with --progress); a GitError's Stderr then leaves git's
 	// progress lines out (withoutProgress), so failures read as without it.
@@ -76,14 +82,26 @@ func (g GitRun) Run() ([]byte, error) {
 		ctx, cancel = context.WithTimeout(ctx, g.Timeout)
 		defer cancel()
 	}
-	var heard func()
-	if g.Idle > 0 {
+	var heard func(n int) bool
+	if g.Idle > 0 || g.MaxOutput > 0 {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		silence := time.AfterFunc(g.Idle, func() { cancel(fmt.Errorf("git said nothing for %v", g.Idle)) })
-		defer silence.Stop()
-		heard = func() { silence.Reset(g.Idle) }
+		silent := func() {}
+		if g.Idle > 0 {
+			silence := time.AfterFunc(g.Idle, func() { cancel(fmt.Errorf("git said nothing for %v", g.Idle)) })
+			defer silence.Stop()
+			silent = func() { silence.Reset(g.Idle) }
+		}
+		var written atomic.Int64
+		heard = func(n int) bool {
+			silent()
+			if g.MaxOutput > 0 && written.Add(int64(n)) > int64(g.MaxOutput) {
+				cancel(fmt.Errorf("git wrote more than %d bytes", g.MaxOutput))
+				return false
+			}
+			return true
+		}
 	}
 	args := g.Args
 	if g.Dir != "" {
@@ -93,7 +111,7 @@ func (g GitRun) Run() ([]byte, error) {
 	if len(g.Env) > 0 {
 		cmd.Env = append(os.Environ(), g.Env...)
 	}
-	if g.Timeout > 0 || g.Idle > 0 {
+	if g.Timeout > 0 || heard != nil {
 		proctree.KillGroupOnCancel(cmd)
 		cmd.WaitDelay = time.Second // a grandchild holding the pipes must not keep Run waiting
 	}
@@ -125,14 +143,18 @@ func (g GitRun) Run() ([]byte, error) {
 	return stdout.Bytes(), &GitError{Args: g.Args, Code: code, Stderr: said, Err: err}
 }
 
-// hearing is a writer that calls heard on every write (GitRun.Idle).
+// hearing is a writer that calls heard with the length of every write
+// (GitRun.Idle, GitRun.MaxOutput), and drops the bytes heard refuses
+// (past MaxOutput: git is being killed).
 type hearing struct {
 	w     io.Writer
-	heard func()
+	heard func(n int) bool
 }
 
 func (h hearing) Write(p []byte) (int, error) {
-	h.heard()
+	if !h.heard(len(p)) {
+		return len(p), nil
+	}
 	return h.w.Write(p)
 }
 

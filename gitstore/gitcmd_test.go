@@ -36,6 +36,27 @@ func TestGitRunIdleBoundsSilenceNotLength(t *testing.T) {
 	}
 }
 
+// TestGitRunMaxOutput: git (and what it started) is killed once it has
+// written more than MaxOutput to stdout and stderr together (a server's
+// flood relayed as "remote: " lines), and what was kept stays near the
+// bound.
+func TestGitRunMaxOutput(t *testing.T) {
+	flood := GitRun{Dir: t.TempDir(), MaxOutput: 1 << 20,
+		Args: []string{"-c", "alias.flood=!head -c 1073741824 /dev/zero >&2", "flood"}}
+	start := time.Now()
+	_, err := flood.Run()
+	var ge *GitError
+	if !errors.As(err, &ge) || ge.Code != -1 || !strings.Contains(ge.Err.Error(), "more than") {
+		t.Fatalf("a flood: want a GitError saying it wrote too much, got %v", err)
+	}
+	if len(ge.Stderr) > 2<<20 {
+		t.Fatalf("kept %d bytes of a flood bounded at 1 MiB", len(ge.Stderr))
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Fatalf("the flood ran %v: not killed", took)
+	}
+}
+
 // TestGitRunErrorWithoutProgress: a push run with --progress that a server
 // hook refuses reports the hook's words and git's refusal, not the progress
 // counters git drew on the way (GitRun.Progress).

@@ -1,6 +1,7 @@
 package gitstore
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"compress/zlib"
@@ -1426,4 +1427,88 @@ func (db *ObjectDB) DropResident() {
 			dropResident(m.idx.data)
 		}
 	}
+}
+
+// ErrObjectTooLarge is ReadAtMost's refusal of an object larger than its
+// bound.
+var ErrObjectTooLarge = errors.New("gitstore: object too large")
+
+// ReadAtMost is Read for an object that must be at most max bytes, read
+// from what someone else chose to store (a pushed request): the size its
+// header declares is checked before anything of the content is read or
+// allocated, so a larger object costs its header only (ErrObjectTooLarge).
+func (db *ObjectDB) ReadAtMost(id ObjectID, max uint64) (ObjectType, []byte, error) {
+	db.readers.RLock()
+	defer db.endRead()
+	if o := db.heldObject(id); o != nil {
+		if uint64(len(o.data)) > max {
+			return 0, nil, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrObjectTooLarge, id, len(o.data), max)
+		}
+		return o.typ, bytes.Clone(o.data), nil
+	}
+	loc, err := db.locate(id, nil, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	if loc.loose != nil {
+		return looseReadAtMost(loc.loose, id, max)
+	}
+	e, err := loc.m.entry(loc.off)
+	if err != nil {
+		return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, loc.off, err)
+	}
+	size := e.size
+	if e.kind == packOfsDelta || e.kind == packRefDelta {
+		// The object's size is the delta's result size, in its header.
+		if e.size > max {
+			return 0, nil, fmt.Errorf("%w: %s is a delta of %d bytes, at most %d", ErrObjectTooLarge, id, e.size, max)
+		}
+		delta, _, err := packInflate(loc.m.data[e.start:len(loc.m.data)-20], e.size)
+		if err != nil {
+			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: %w", loc.p.path, loc.off, err)
+		}
+		_, rest, ok1 := packDeltaSize(delta)
+		result, _, ok2 := packDeltaSize(rest)
+		if !ok1 || !ok2 {
+			return 0, nil, fmt.Errorf("gitstore: %s.pack at %d: corrupt delta header", loc.p.path, loc.off)
+		}
+		size = result
+	}
+	if size > max {
+		return 0, nil, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrObjectTooLarge, id, size, max)
+	}
+	return db.packRead(loc, 0, nil)
+}
+
+// looseReadAtMost reads and closes f, the loose object id, when its header
+// declares at most max bytes: the file is inflated as a stream, its header
+// first, so a larger object costs a few bytes read.
+func looseReadAtMost(f *os.File, id ObjectID, max uint64) (ObjectType, []byte, error) {
+	defer f.Close()
+	zr, err := zlib.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return 0, nil, fmt.Errorf("gitstore: loose object %s: %w", id, err)
+	}
+	br := bufio.NewReaderSize(zr, 64)
+	hdr, err := br.ReadSlice(0)
+	if err != nil || len(hdr) > 32 {
+		return 0, nil, fmt.Errorf("gitstore: loose object %s: malformed header", id)
+	}
+	name, size, _ := bytes.Cut(hdr[:len(hdr)-1], []byte{' '})
+	t := looseParseType(name)
+	sz, err := strconv.ParseUint(string(size), 10, 63)
+	if t == 0 || err != nil {
+		return 0, nil, fmt.Errorf("gitstore: loose object %s: malformed header %q", id, hdr)
+	}
+	if sz > max {
+		return 0, nil, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrObjectTooLarge, id, sz, max)
+	}
+	data := make([]byte, sz)
+	if _, err := io.ReadFull(br, data); err != nil {
+		return 0, nil, fmt.Errorf("gitstore: loose object %s: inflating %d bytes: %w", id, sz, err)
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return 0, nil, fmt.Errorf("gitstore: loose object %s: longer than %d bytes or corrupt (%v)", id, sz, err)
+	}
+	return t, data, nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -115,21 +116,50 @@ func (r *Repo) nativePushTarget(remote string) (host, addr, path string, ok bool
 	return host, addr, path, true
 }
 
-// idleConn is a connection on which every read and write must progress
-// within idle (GitRun.Idle's bound on a silent git).
-type idleConn struct {
+// boundedConn is a connection on which every read and write must progress
+// within idle (GitRun.Idle's bound on a silent git), and all of them end
+// by end (GitRun.Timeout's: a server that trickles is cut off too).
+type boundedConn struct {
 	net.Conn
 	idle time.Duration
+	end  time.Time
 }
 
-func (c idleConn) Read(p []byte) (int, error) {
-	c.SetDeadline(time.Now().Add(c.idle))
-	return c.Conn.Read(p)
+// errPastDeadline is a request push cut off at its deadline.
+var errPastDeadline = errors.New("the request's deadline passed")
+
+func (c boundedConn) bound() error {
+	now := time.Now()
+	if !now.Before(c.end) {
+		return errPastDeadline
+	}
+	at := now.Add(c.idle)
+	if c.end.Before(at) {
+		at = c.end
+	}
+	return c.SetDeadline(at)
 }
 
-func (c idleConn) Write(p []byte) (int, error) {
-	c.SetDeadline(time.Now().Add(c.idle))
-	return c.Conn.Write(p)
+func (c boundedConn) Read(p []byte) (int, error) {
+	if err := c.bound(); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(c.end) {
+		err = errPastDeadline
+	}
+	return n, err
+}
+
+func (c boundedConn) Write(p []byte) (int, error) {
+	if err := c.bound(); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(c.end) {
+		err = errPastDeadline
+	}
+	return n, err
 }
 
 // pushRequestNative pushes the one-commit pack to ref on the git daemon at
@@ -140,13 +170,15 @@ func (c idleConn) Write(p []byte) (int, error) {
 // printed): a connection that cannot be made or is cut, or a report that
 // does not come, wraps ErrRemoteUnreachable (the request may have been
 // acted on); an ERR line from the daemon (git's "remote error: …") wraps
-// ErrRemoteDenied. errNotNative: nothing was sent.
-func pushRequestNative(host, addr, path, ref string, commit ObjectID, pack []byte) (*RequestResult, error) {
-	raw, err := net.DialTimeout("tcp", addr, remoteIdle)
+// ErrRemoteDenied. errNotNative: nothing was sent. The whole push ends by
+// end, and what the server says is kept up to MaxSaid bytes (past either,
+// ErrRemoteUnreachable).
+func pushRequestNative(host, addr, path, ref string, commit ObjectID, pack []byte, end time.Time) (*RequestResult, error) {
+	raw, err := net.DialTimeout("tcp", addr, min(remoteIdle, time.Until(end)))
 	if err != nil {
 		return nil, dialFailure(addr, err)
 	}
-	conn := idleConn{raw, remoteIdle}
+	conn := boundedConn{raw, remoteIdle, end}
 	defer conn.Close()
 	w := bufio.NewWriter(conn)
 	enc := pktline.NewEncoder(w)
@@ -239,6 +271,10 @@ func readAdvertisement(sc *pktline.Scanner) (map[string]bool, error) {
 	if errors.As(sc.Err(), &el) {
 		return nil, classifyFailure(splitStderr("fatal: remote error: " + el.Text))
 	}
+	if err := sc.Err(); first && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+		// Closed before a word: a server at its connection limit.
+		return nil, cutFailure(fmt.Errorf("%w: the remote end hung up unexpectedly", errDropped))
+	}
 	return nil, cutFailure(sc.Err())
 }
 
@@ -250,13 +286,20 @@ func readAdvertisement(sc *pktline.Scanner) (map[string]bool, error) {
 // the reported ref and range ("[new reference]", no range, when old is
 // zero; a deletion, none either), or refused with the reason; a report
 // without ref's status is git's "remote failed to report status".
+//
+// What the server says (its report and messages together) is kept up to
+// MaxSaid bytes; more is a transport failure, as a cut connection is.
 func readReport(sc *pktline.Scanner, ref string, commit ObjectID) (*RequestResult, error) {
 	var report []byte
 	var said sidebandLines
 	var fatal string
 	done := false
+	kept := 0
 	for !done && sc.Scan() {
 		b := sc.Bytes()
+		if kept += len(b); kept > MaxSaid {
+			return nil, fmt.Errorf("%w: the server said more than %d bytes in answer to the request", ErrRemoteUnreachable, MaxSaid)
+		}
 		switch {
 		case len(b) == 0:
 			done = true
@@ -394,5 +437,8 @@ func cutFailure(err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("%w: timed out: the server said nothing for %v", ErrRemoteUnreachable, remoteIdle)
 	}
-	return fmt.Errorf("%w: %v", ErrRemoteUnreachable, err)
+	if errors.Is(err, errPastDeadline) {
+		return fmt.Errorf("%w: timed out: %v", ErrRemoteUnreachable, err)
+	}
+	return fmt.Errorf("%w: %w", ErrRemoteUnreachable, err)
 }

@@ -68,7 +68,7 @@ func (s *requestSite) both(url, ref string) (git, native *gitstore.RequestResult
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	git, gitErr = gitstore.PushRequestGit(s.repo, url, ref+"/git", id)
+	git, gitErr = gitstore.PushRequestGit(s.repo, url, ref+"/git", id, time.Minute)
 	gitstore.RemovePack(s.repo.ObjectDir, pack)
 	git = anonymous(git, id, ref+"/git", ref)
 	pw, id = request("by tally")
@@ -76,7 +76,7 @@ func (s *requestSite) both(url, ref string) (git, native *gitstore.RequestResult
 	if !ok {
 		s.t.Fatalf("%s: not pushed natively", url)
 	}
-	native, nativeErr = gitstore.PushRequestNative(host, addr, path, ref+"/tally", id, pw.Bytes())
+	native, nativeErr = gitstore.PushRequestNative(host, addr, path, ref+"/tally", id, pw.Bytes(), time.Now().Add(time.Minute))
 	return git, anonymous(native, id, ref+"/tally", ref), gitErr, nativeErr
 }
 
@@ -208,7 +208,7 @@ func TestPushRequestNativeServerChecks(t *testing.T) {
 	pw := gitstore.NewPackWriter()
 	tree := gitstore.HashObject(gitstore.TreeObject, []byte("100644 f\x00"+strings.Repeat("\x01", 20)))
 	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: "no tree"}).Encode())
-	res, err := gitstore.PushRequestNative(host, addr, path, "refs/for/tally/a", id, pw.Bytes())
+	res, err := gitstore.PushRequestNative(host, addr, path, "refs/for/tally/a", id, pw.Bytes(), time.Now().Add(time.Minute))
 	if err != nil || res.OK || !strings.Contains(res.Reason, "missing necessary objects") {
 		t.Fatalf("a request without its tree: %#v %v", res, err)
 	}
@@ -216,7 +216,7 @@ func TestPushRequestNativeServerChecks(t *testing.T) {
 	pw, id = request("bad checksum")
 	pack := pw.Bytes()
 	pack[len(pack)-1] ^= 1
-	res, err = gitstore.PushRequestNative(host, addr, path, "refs/for/tally/b", id, pack)
+	res, err = gitstore.PushRequestNative(host, addr, path, "refs/for/tally/b", id, pack, time.Now().Add(time.Minute))
 	if err == nil && (res.OK || !strings.Contains(res.Reason, "unpacker error")) {
 		t.Fatalf("a pack with a wrong checksum: %#v %v", res, err)
 	}
@@ -224,7 +224,7 @@ func TestPushRequestNativeServerChecks(t *testing.T) {
 		t.Fatalf("refused pushes left refs:\n%s", refs)
 	}
 	pw, id = request("whole")
-	if res, err = gitstore.PushRequestNative(host, addr, path, "refs/for/tally/c", id, pw.Bytes()); err != nil || !res.OK {
+	if res, err = gitstore.PushRequestNative(host, addr, path, "refs/for/tally/c", id, pw.Bytes(), time.Now().Add(time.Minute)); err != nil || !res.OK {
 		t.Fatalf("a whole request: %#v %v", res, err)
 	}
 	if got := testrepo.Git(t, s.bare, "rev-parse", "refs/for/tally/c"); got != id.String() {

@@ -81,13 +81,14 @@ func (r *Repo) remoteGit(remote string, args []string, rest ...string) ([]byte, 
 // remoteGitShowing is remoteGit copying git's stderr to progress as it
 // comes (GitRun.Progress), when progress is not nil.
 func (r *Repo) remoteGitShowing(remote string, progress io.Writer, args []string, rest ...string) ([]byte, error) {
-	return r.remoteGitCopying(remote, progress, progress != nil, args, rest...)
+	return r.remoteGitCopying(remote, GitRun{Progress: progress}, progress != nil, args, rest...)
 }
 
-// remoteGitCopying is remoteGit copying git's stderr to stderr as it comes
-// (nil: not copied), asking git for progress reports when progress (always
-// for a fetch).
-func (r *Repo) remoteGitCopying(remote string, stderr io.Writer, progress bool, args []string, rest ...string) ([]byte, error) {
+// remoteGitCopying is remoteGit run as bounds says: copying git's stderr
+// to bounds.Progress as it comes (nil: not copied), within its Timeout and
+// MaxOutput (none when zero); asking git for progress reports when
+// progress (always for a fetch).
+func (r *Repo) remoteGitCopying(remote string, bounds GitRun, progress bool, args []string, rest ...string) ([]byte, error) {
 	if _, err := r.RemoteURL(remote); err != nil {
 		return nil, err
 	}
@@ -96,7 +97,8 @@ func (r *Repo) remoteGitCopying(remote string, stderr io.Writer, progress bool, 
 		argv = append(argv, "--progress")
 	}
 	argv = append(append(argv, "--", remote), rest...)
-	out, err := GitRun{Dir: r.gitRunDir(), Args: argv, Env: r.remoteEnv(), Idle: remoteIdle, Progress: stderr}.Run()
+	bounds.Dir, bounds.Args, bounds.Env, bounds.Idle = r.gitRunDir(), argv, r.remoteEnv(), remoteIdle
+	out, err := bounds.Run()
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "The requested URL returned error: ") {
 		service := "git-upload-pack"
@@ -277,8 +279,14 @@ func (r *Repo) FetchRefFresh(remote string, depth int, ref, tracking string, opt
 
 // fetchRef is FetchRefDepth, offering the server the repository's commits as
 // haves only when haves is set.
+//
+// The fetch lands in a ref of this process's (scratch) and tracking moves
+// after it, forward only (landFetched): processes in the worktrees of one
+// clone share tracking, and git's forced update would let a fetch whose
+// advertisement came before another's move it back when it lands later.
 func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking string, optional ...RefPair) (ObjectID, error) {
-	specs := []string{"+" + ref + ":" + tracking}
+	scratch := tracking + ".fetch-" + strconv.Itoa(os.Getpid())
+	specs := []string{"+" + ref + ":" + scratch}
 	for _, o := range optional {
 		specs = append(specs, "+"+o.Ref+"*:"+o.Tracking+"*")
 	}
@@ -293,7 +301,17 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 		args = append(args, "--depth="+strconv.Itoa(depth))
 	}
 	before := r.packNames()
-	_, err := r.remoteGit(remote, args, specs...)
+	// Another process of this clone moving a tracking ref during the fetch
+	// fails git's update of it ("cannot lock ref"): the fetch, which changes
+	// nothing else, is made again, as a dropped connection is.
+	raced := func(err error) bool {
+		var ge *GitError
+		return droppedEarly(err) || errors.As(err, &ge) && strings.Contains(ge.Stderr, "cannot lock ref 'refs/remotes/")
+	}
+	err := retryDropped(connectRetryBudget, raced, func() error {
+		_, err := r.remoteGit(remote, args, specs...)
+		return err
+	})
 	var ge *GitError
 	switch {
 	case err == nil:
@@ -305,11 +323,65 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 	if err := r.syncNewPacks(before); err != nil {
 		return ObjectID{}, err
 	}
-	id, err := r.ReadRef(tracking)
-	if errors.Is(err, ErrNoRef) {
-		return ObjectID{}, nil
+	fetched, err := r.ReadRef(scratch)
+	if err != nil {
+		return ObjectID{}, err
 	}
-	return id, err
+	return r.landFetched(scratch, tracking, fetched)
+}
+
+// landFetched moves tracking to fetched, which a fetch of this process
+// left at scratch, and deletes scratch, in one `git update-ref --stdin`
+// transaction conditioned on tracking's value, and returns fetched: what
+// the remote said, for the caller to verify. A tracking ref that already
+// descends from fetched (another process's later fetch, or sent range,
+// landed first) stays where it is; a fetched tip that neither extends nor
+// precedes it (a remote that rewound or forked) replaces it. Another
+// process moving tracking in between is met by looking again.
+func (r *Repo) landFetched(scratch, tracking string, fetched ObjectID) (ObjectID, error) {
+	for tries := 0; ; tries++ {
+		cur, err := r.ReadRef(tracking)
+		if err != nil && !errors.Is(err, ErrNoRef) {
+			return fetched, err
+		}
+		txn := "update " + tracking + " " + fetched.String() + " " + cur.String() + "\n"
+		if cur == fetched || !cur.IsZero() && r.descends(cur, fetched) {
+			txn = ""
+		}
+		_, err = GitRun{Dir: r.gitRunDir(), Args: []string{"update-ref", "--stdin"},
+			Stdin: strings.NewReader(txn + "delete " + scratch + "\n")}.Run()
+		if err == nil || tries == landTries {
+			return fetched, err
+		}
+	}
+}
+
+// landTries bounds how often landFetched looks again at a tracking ref
+// other processes keep moving.
+const landTries = 8
+
+// descendsWalk bounds the first parents descends walks.
+const descendsWalk = 1024
+
+// descends reports whether ancestor is among the first descendsWalk first
+// parents of commit (a ledger's history is first parents only); false
+// where the walk meets a commit this repository lacks (a shallow edge).
+func (r *Repo) descends(commit, ancestor ObjectID) bool {
+	db, err := r.Objects()
+	if err != nil {
+		return false
+	}
+	cur := db.Cursor()
+	for i := 0; i < descendsWalk; i++ {
+		c, err := cur.ReadCommit(commit)
+		if err != nil || len(c.Parents) == 0 {
+			return false
+		}
+		if commit = c.Parents[0]; commit == ancestor {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Repo) packNames() map[string]bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // A request push sends one commit to a ref the server hands to its
@@ -39,9 +40,21 @@ type RequestResult struct {
 // transport failure, or an answer without a status for the push, wraps
 // ErrRemoteUnreachable (or ErrRemoteDenied): the request may or may not
 // have been acted on.
-func (r *Repo) PushRequest(remote, ref string, pw *PackWriter, commit ObjectID) (*RequestResult, error) {
+//
+// The push ends within deadline (the whole exchange, however the server
+// trickles), and what the server says is kept up to MaxSaid bytes: a
+// server past either is a transport failure (ErrRemoteUnreachable).
+func (r *Repo) PushRequest(remote, ref string, pw *PackWriter, commit ObjectID, deadline time.Duration) (*RequestResult, error) {
 	if host, addr, path, ok := r.nativePushTarget(remote); ok {
-		res, err := pushRequestNative(host, addr, path, ref, commit, pw.Bytes())
+		// A connection dropped before the advertisement sent nothing: it
+		// is made again (connlimit.go), within the request's deadline.
+		end := time.Now().Add(deadline)
+		var res *RequestResult
+		err := retryDropped(min(deadline, connectRetryBudget), func(err error) bool { return errors.Is(err, errDropped) }, func() error {
+			var err error
+			res, err = pushRequestNative(host, addr, path, ref, commit, pw.Bytes(), end)
+			return err
+		})
 		if !errors.Is(err, errNotNative) {
 			return res, err
 		}
@@ -51,15 +64,22 @@ func (r *Repo) PushRequest(remote, ref string, pw *PackWriter, commit ObjectID) 
 		return nil, err
 	}
 	defer RemovePack(r.ObjectDir, pack)
-	return r.pushRequestGit(remote, ref, commit)
+	return r.pushRequestGit(remote, ref, commit, deadline)
 }
 
+// MaxSaid bounds what a client keeps of what the server says in answer to
+// a request (its messages, band 2, and its report, band 1): the largest
+// sent range (1 MiB of content, base64 in lines) with room to spare for
+// other hooks' lines. A server that says more is cut off.
+const MaxSaid = 4 << 20
+
 // pushRequestGit pushes commit, stored, to ref with `git push --porcelain`.
-func (r *Repo) pushRequestGit(remote, ref string, commit ObjectID) (*RequestResult, error) {
+func (r *Repo) pushRequestGit(remote, ref string, commit ObjectID, deadline time.Duration) (*RequestResult, error) {
 	// core.abbrev=40: the porcelain range shows whole object names;
 	// color.remote=false: git would colour keywords in what the server says.
 	var stderr bytes.Buffer
-	out, err := r.remoteGitCopying(remote, &stderr, false, []string{"-c", "core.abbrev=40", "-c", "color.remote=false", "push", "--porcelain", "--no-verify", "--no-signed",
+	bounds := GitRun{Progress: &stderr, Timeout: deadline, MaxOutput: MaxSaid}
+	out, err := r.remoteGitCopying(remote, bounds, false, []string{"-c", "core.abbrev=40", "-c", "color.remote=false", "push", "--porcelain", "--no-verify", "--no-signed",
 		"--no-follow-tags", "--no-recurse-submodules"}, commit.String()+":"+ref)
 	if res, ok := parsePorcelain(string(out), commit.String()); ok {
 		var ge *GitError

@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/tally-dev/tally/errs"
@@ -27,16 +26,9 @@ const (
 // the bound off. A value that is neither is USAGE, so that a typo fails
 // closed (every push refused, saying why) rather than unbounded.
 func Timeout(repo *gitstore.Repo) (time.Duration, error) {
-	v, ok := repo.ConfigValue(TimeoutConfig)
-	if !ok {
-		return DefaultTimeout, nil
-	}
-	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, errs.New(errs.Usage, "%s = %q: want a duration such as 60s, or whole seconds (0: no bound)", TimeoutConfig, v)
+	d, err := repo.ConfigDuration(TimeoutConfig, DefaultTimeout)
+	if err != nil {
+		return 0, errs.New(errs.Usage, "%v (0: no bound)", err)
 	}
 	return d, nil
 }

@@ -90,7 +90,7 @@ func ProcReceive(in io.Reader, out io.Writer, handle func(Update) Answer) error 
 	for _, u := range updates {
 		a := handle(u)
 		if !a.OK {
-			enc.Encodef("ng %s %s", u.Ref, strings.ReplaceAll(a.Reason, "\n", " "))
+			enc.EncodeString(ledger.CutRefusalLine("ng " + u.Ref + " " + strings.ReplaceAll(a.Reason, "\n", " ")))
 			continue
 		}
 		enc.Encodef("ok %s", u.Ref)
@@ -163,6 +163,32 @@ func PusherGuard(env Env) func(s *ledger.Snapshot, actor string, kind chain.Kind
 	}
 }
 
+// PusherMayRequest is the pusher binding's judgment of a request before it
+// is read (FORMAT.md §9b): on the ledger's tip, while pushers are bound, a
+// request needs a pusher (PUSHER-UNKNOWN) bound to some actor
+// (PUSHER-DENIED), so a pusher who may append nothing costs the server
+// nothing more. PusherGuard judges the intent's actor later, on the tip its
+// entry is built on.
+func PusherMayRequest(l *ledger.Ledger, env Env) error {
+	s, err := l.Head()
+	if err != nil {
+		return err
+	}
+	p, err := lease.ReadPolicy(s)
+	if err != nil || !p.PushersBound() {
+		return err
+	}
+	pusher, known := IdentifyPusher(env, p.PusherVar)
+	if !known {
+		return errs.New(errs.PusherUnknown, "pushers are bound by the policy, but the server named no pusher (none of %s is set)",
+			strings.Join(pusherVars(p.PusherVar), ", "))
+	}
+	if len(p.Pushers[pusher.Name]) == 0 {
+		return errs.New(errs.PusherDenied, "pusher %s (%s) may not push entries of any actor", pusher.Name, pusher.Var).With("pusher", pusher.Name)
+	}
+	return nil
+}
+
 // SequencerHook is the hook that serves requests.
 const SequencerHook = "proc-receive"
 
@@ -171,6 +197,7 @@ const SequencerHook = "proc-receive"
 type Sequencer struct {
 	Shim    string `json:"shim,omitempty"`
 	Refs    string `json:"refs,omitempty"`
+	Offer   string `json:"offer,omitempty"` // the ref that offers it to clones
 	Skipped string `json:"skipped,omitempty"`
 }
 
@@ -206,11 +233,35 @@ func InstallSequencer(repo *gitstore.Repo, tallyPath string) (*Sequencer, error)
 			return nil, errs.Wrap(errs.Internal, err, "git config --add %s", ProcReceiveConfig)
 		}
 	}
-	return &Sequencer{Shim: loc.Path, Refs: ledger.RequestPrefix}, nil
+	if err := offerSequencer(repo); err != nil {
+		return nil, err
+	}
+	return &Sequencer{Shim: loc.Path, Refs: ledger.RequestPrefix, Offer: ledger.SequencerRef}, nil
 }
 
-// uninstallSequencer removes the ProcReceiveConfig value InstallSequencer
-// added (after its shim has gone).
+// sequencerOffer is the message of the commit ledger.SequencerRef names:
+// its presence is the offer, the text is for whoever looks.
+const sequencerOffer = "tally sequencer\n\nThis repository serves tally's sequenced requests (intent versions 1 and 2,\nFORMAT.md section 9b). Clones fetch this ref with the ledger and send claim --next\nas a request unless git config tally.sequencer is false.\n"
+
+// offerSequencer writes ledger.SequencerRef: a commit with the empty tree
+// and sequencerOffer as its message, the same commit in every repository.
+func offerSequencer(repo *gitstore.Repo) error {
+	pw := gitstore.NewPackWriter()
+	tree := pw.Add(gitstore.TreeObject, nil)
+	who := gitstore.Ident{Name: "tally", Email: "tally", When: 0, TZ: "+0000"}
+	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: sequencerOffer}).Encode())
+	if _, err := pw.WriteTo(repo.ObjectDir); err != nil {
+		return errs.Wrap(errs.Internal, err, "writing %s", ledger.SequencerRef)
+	}
+	if _, err := repo.Git("update-ref", ledger.SequencerRef, id.String()); err != nil {
+		return errs.Wrap(errs.Internal, err, "git update-ref %s", ledger.SequencerRef)
+	}
+	return nil
+}
+
+// uninstallSequencer removes the ProcReceiveConfig value and the offer
+// InstallSequencer added (after its shim has gone).
 func uninstallSequencer(repo *gitstore.Repo) {
 	repo.Git("config", "--unset-all", ProcReceiveConfig, "^"+regexp.QuoteMeta(ledger.RequestPrefix)+"$")
+	repo.Git("update-ref", "-d", ledger.SequencerRef)
 }

@@ -62,3 +62,35 @@ func BenchmarkAppendBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(builds)), "ns/entry")
 }
+
+// BenchmarkAnsweredNonce is what the sequencer pays, under the writer
+// lock, to look for a request's nonce among the ledger's last
+// ledger.NonceWindow entries (a nonce none carries: the whole window).
+func BenchmarkAnsweredNonce(b *testing.B) {
+	dir := testrepo.New(b)
+	l, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.WaitMaintenance)
+	if _, err := l.Append("bench", genesis()); err != nil {
+		b.Fatal(err)
+	}
+	builds := make([]ledger.BuildFunc, ledger.NonceWindow+10)
+	for i := range builds {
+		builds[i] = note("x")
+	}
+	if _, err := l.AppendBatch("bench", builds); err != nil {
+		b.Fatal(err)
+	}
+	s, err := l.Head()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, seen, err := s.AnsweredNonce(ledger.NewNonce()); err != nil || seen {
+			b.Fatal(seen, err)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func (l *Ledger) fetchFromCheckpoint(remote string) (gitstore.ObjectID, *Report,
 		if tip, err = l.fetchRemoteDepth(remote, gitstore.FullDepth); err != nil {
 			return tip, nil, err
 		}
-		rep, err := l.verifyRemoteTip(remote, tip, false)
+		rep, err := l.verifyRemoteTip(remote, gitstore.ObjectID{}, tip, false) // no record: a first contact
 		return tip, rep, err
 	}
 	for attempt := 0; ; attempt++ {

@@ -39,7 +39,16 @@ func (l *Ledger) readRemoteRecord(remote string) gitstore.ObjectID {
 	return tip
 }
 
+// writeRemoteRecord records tip as the remote's verified tip, unless the
+// record already names a tip that holds it: processes in the worktrees of
+// one clone share the record, and one whose answer or fetch came first may
+// write after another recorded a newer tip. The record never moves back.
 func (l *Ledger) writeRemoteRecord(remote string, tip gitstore.ObjectID) error {
+	if cur := l.readRemoteRecord(remote); !cur.IsZero() && cur != tip && !tip.IsZero() {
+		if newer, err := l.holdsCommit(cur, tip); err == nil && newer {
+			return nil
+		}
+	}
 	return l.writeRecord(l.remoteRecordPath(remote), tip)
 }
 
@@ -82,7 +91,9 @@ func (l *Ledger) fetchRemote(remote string) (gitstore.ObjectID, error) {
 func (l *Ledger) fetchRemoteDepth(remote string, depth int) (gitstore.ObjectID, error) {
 	notes := TrackingRef(remote, NotesRef)
 	before, _ := l.Repo.ReadRef(notes)
-	tip, err := l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: NotesRef, Tracking: notes})
+	// The sequencer's offer comes along (an optional ref: none, no error).
+	tip, err := l.Repo.FetchRefDepth(remote, depth, l.Ref, l.trackingRef(remote), gitstore.RefPair{Ref: NotesRef, Tracking: notes},
+		gitstore.RefPair{Ref: SequencerRef, Tracking: TrackingRef(remote, SequencerRef)})
 	if err != nil {
 		return tip, remoteError(err)
 	}
@@ -99,30 +110,37 @@ func (l *Ledger) fetchRemoteDepth(remote string, depth int) (gitstore.ObjectID, 
 // FORK-DETECTED or ROLLBACK-DETECTED. The first fetch of a clone that
 // trusts checkpoint keys starts from a trusted checkpoint
 // (fetchFromCheckpoint).
+//
+// The fetched tip is judged against the record as it was when the fetch
+// began: the server held that tip then, so a fetched tip short of it is a
+// rollback. Processes in the worktrees of one clone share the record, and
+// another may record a newer tip while this fetch runs, which this
+// fetch's answer, taken before, need not hold.
 func (l *Ledger) FetchRemote(remote string) (gitstore.ObjectID, error) {
 	if l.firstContact(remote) {
 		tip, _, err := l.fetchFromCheckpoint(remote)
 		return tip, err
 	}
+	known := l.readRemoteRecord(remote)
 	tip, err := l.fetchRemote(remote)
 	if err != nil {
 		return tip, err
 	}
-	_, err = l.verifyRemoteTip(remote, tip, false)
+	_, err = l.verifyRemoteTip(remote, known, tip, false)
 	return tip, err
 }
 
 // verifyRemoteTip verifies a fetched remote tip from what this clone last
 // verified of it (from genesis with full) and records it. It returns the
 // report, nil when there was nothing new to check.
-func (l *Ledger) verifyRemoteTip(remote string, tip gitstore.ObjectID, full bool) (*Report, error) {
-	return l.verifyRemoteTipEach(remote, tip, full, nil)
+func (l *Ledger) verifyRemoteTip(remote string, known, tip gitstore.ObjectID, full bool) (*Report, error) {
+	return l.verifyRemoteTipEach(remote, known, tip, full, nil)
 }
 
 // verifyRemoteTipEach is verifyRemoteTip that also hands each verified
 // entry, in order, to each (VerifyRangeEach).
-func (l *Ledger) verifyRemoteTipEach(remote string, tip gitstore.ObjectID, full bool, each func(*Applied) error) (*Report, error) {
-	rep, err := l.checkRemoteTip(remote, tip, full, each)
+func (l *Ledger) verifyRemoteTipEach(remote string, known, tip gitstore.ObjectID, full bool, each func(*Applied) error) (*Report, error) {
+	rep, err := l.checkRemoteTip(remote, known, tip, full, each)
 	if err != nil || rep == nil {
 		return rep, err
 	}
@@ -130,9 +148,9 @@ func (l *Ledger) verifyRemoteTipEach(remote string, tip gitstore.ObjectID, full 
 }
 
 // checkRemoteTip is verifyRemoteTipEach without recording tip: the report,
-// nil when there was nothing new to check.
-func (l *Ledger) checkRemoteTip(remote string, tip gitstore.ObjectID, full bool, each func(*Applied) error) (*Report, error) {
-	known := l.readRemoteRecord(remote)
+// nil when there was nothing new to check. known is the record as it was
+// before tip was fetched (readRemoteRecord then).
+func (l *Ledger) checkRemoteTip(remote string, known, tip gitstore.ObjectID, full bool, each func(*Applied) error) (*Report, error) {
 	if tip.IsZero() && !known.IsZero() {
 		return nil, errs.New(errs.RollbackDetected, "remote %s no longer has %s; this clone verified it at %s", remote, l.Ref, known).
 			With("verified", known.String())
@@ -198,6 +216,7 @@ func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
 		rep *Report
 		err error
 	)
+	known := l.readRemoteRecord(remote) // before the fetch (FetchRemote)
 	switch {
 	case !full && l.firstContact(remote):
 		tip, rep, err = l.fetchFromCheckpoint(remote)
@@ -209,11 +228,11 @@ func (l *Ledger) VerifyRemote(remote string, full bool) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tip.IsZero() && l.readRemoteRecord(remote).IsZero() {
+	if tip.IsZero() && known.IsZero() {
 		return nil, errs.New(errs.NotInitialized, "remote %s has no ledger at %s", remote, l.Ref)
 	}
 	if rep == nil {
-		rep, err = l.verifyRemoteTip(remote, tip, full)
+		rep, err = l.verifyRemoteTip(remote, known, tip, full)
 	}
 	if rep == nil && err == nil { // nothing new since the record: the range is empty
 		rep, err = l.VerifyRange(tip, tip)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/tally-dev/tally/chain"
 	"github.com/tally-dev/tally/errs"
@@ -26,6 +28,32 @@ const RequestPrefix = "refs/for/tally"
 
 // RequestRef is the ref a request of op is pushed to.
 func RequestRef(op string) string { return RequestPrefix + "/" + op }
+
+// MaxRequest bounds a request's commit (FORMAT.md §9b): an intent is a few
+// hundred bytes, and the sequencer reads no request larger than this, by
+// its header, before anything else of it.
+const MaxRequest = 64 << 10
+
+// MaxRefusalLine bounds the line that refuses a request in proc-receive's
+// report, "ng <ref> <reason>": receive-pack makes it a line of its own
+// report (with a newline), and each must fit in one pkt-line (65,516 bytes
+// of payload), so a longer one is cut (CutRefusalLine) rather than lost.
+const MaxRefusalLine = 65000
+
+// CutRefusalLine is line cut to MaxRefusalLine bytes at a character
+// boundary: the ref, the code and the message's start survive, and details
+// cut short are read as part of the message (parseRequestRefusal finds no
+// JSON object there).
+func CutRefusalLine(line string) string {
+	if len(line) <= MaxRefusalLine {
+		return line
+	}
+	cut := MaxRefusalLine
+	for cut > 0 && !utf8.RuneStart(line[cut]) {
+		cut--
+	}
+	return line[:cut]
+}
 
 // RequestRefusalPrefix starts the reason of a request the server refused by
 // tally's rules: "tally <CODE>: <message>", then, when the error has
@@ -188,11 +216,84 @@ func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.Object
 	if err != nil {
 		return nil, err
 	}
+	deadline, err := l.Repo.ConfigDuration(RequestTimeoutConfig, RequestTimeout)
+	if err != nil || deadline <= 0 {
+		return nil, errs.New(errs.Usage, "%s: want a positive duration (%v)", RequestTimeoutConfig, err)
+	}
 	pw := gitstore.NewPackWriter()
 	tree := pw.Add(gitstore.TreeObject, nil)
 	who := gitstore.Ident{Name: "tally", Email: "tally", When: l.now().Unix(), TZ: "+0000"}
 	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: string(raw)}).Encode())
-	return l.Repo.PushRequest(remote, RequestRef(op), pw, id)
+	return l.Repo.PushRequest(remote, RequestRef(op), pw, id, deadline)
+}
+
+// NonceWindow is how many of the ledger's last entries a sequencer looks
+// among for a request's nonce (FORMAT.md §9b): a request whose nonce one
+// of them carries was answered already, and is refused. A request is
+// answered within seconds of being sent, and the window is what the
+// sequencer reads under the writer lock for each request, one entry blob
+// per entry (BenchmarkAnsweredNonce: about 0.5 ms of CPU for the window).
+const NonceWindow = 128
+
+// AnsweredNonce reports whether one of the last NonceWindow entries of s
+// carries nonce, and which. The entries are read as stored (the snapshot
+// is the ledger the server appends to), only one whose bytes hold the
+// nonce decoded.
+func (s *Snapshot) AnsweredNonce(nonce string) (uint64, bool, error) {
+	mark := []byte(`"nonce":"` + nonce + `"`)
+	for n := uint64(0); n < NonceWindow && n < s.Meta.Size; n++ {
+		seq := s.Meta.Size - 1 - n
+		_, loc, err := chain.EntryRecord(s, s.Meta.Size, seq)
+		if err != nil {
+			return 0, false, errs.Wrap(errs.Corrupt, err, "entry %d", seq)
+		}
+		typ, raw, err := s.Tree.DB().Read(gitstore.ObjectID(loc))
+		if err != nil || typ != gitstore.BlobObject {
+			return 0, false, errs.Wrap(errs.Corrupt, err, "entry %d blob %x", seq, loc)
+		}
+		if !bytes.Contains(raw, mark) {
+			continue
+		}
+		if e, err := chain.Decode(raw); err == nil && e.Nonce == nonce {
+			return seq, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// Signs reports whether this ledger's writer signs the entries it appends.
+func (l *Ledger) Signs() bool { return l.signer != nil }
+
+// RequestTimeoutConfig is the git configuration variable that bounds a
+// request's push, the whole exchange with the server (a Go duration or
+// whole seconds), RequestTimeout when unset: past it the outcome is
+// unknown and the client looks for its entry as after a cut connection.
+const RequestTimeoutConfig = "tally.requestTimeout"
+
+// RequestTimeout is a request push's bound when RequestTimeoutConfig is
+// not set: a request is served in milliseconds, or after the server's
+// writer lock's own bound (30 s) at worst.
+const RequestTimeout = 2 * time.Minute
+
+// SequencerRef is the ref by which a server offers its sequencer (`tally
+// hooks install --server` writes it, uninstall deletes it): fetched with
+// the ledger into the clone's tracking refs, it turns sequencing on for
+// a clone that does not choose (SequencerConfig unset). Only a server that
+// serves intents of version 2 writes it.
+const SequencerRef = "refs/tally/sequencer"
+
+// OffersSequencer reports whether remote offered a sequencer when this
+// clone last fetched its ledger (its SequencerRef, tracked).
+func (l *Ledger) OffersSequencer(remote string) bool {
+	_, err := l.Repo.ReadRef(TrackingRef(remote, SequencerRef))
+	return err == nil
+}
+
+// Fetched reports whether this clone has fetched remote's ledger (its
+// tracking ref is here).
+func (l *Ledger) Fetched(remote string) bool {
+	_, err := l.Repo.ReadRef(l.trackingRef(remote))
+	return err == nil
 }
 
 // SequencerConfig is the git configuration variable of a clone that sends

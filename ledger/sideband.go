@@ -453,7 +453,7 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 	}
 	release := db.Hold(held)
 	var last *Applied
-	_, err = l.checkRemoteTip(remote, tip, false, func(a *Applied) error { last = a; return nil })
+	_, err = l.checkRemoteTip(remote, have, tip, false, func(a *Applied) error { last = a; return nil })
 	release()
 	if err == nil && last != nil {
 		err = l.moveTracking(remote, tip)
@@ -472,7 +472,8 @@ func (l *Ledger) takeSent(remote string, have, old, tip gitstore.ObjectID, lines
 }
 
 // moveTracking moves the remote's tracking ref to tip, as a fetch that
-// found tip there would (whatever it held: fetches force it).
+// found tip there would, unless it holds tip already (another process of
+// this clone landed a newer tip first): forward only, as a fetch lands.
 func (l *Ledger) moveTracking(remote string, tip gitstore.ObjectID) error {
 	wl, err := l.lockWriter()
 	if err != nil {
@@ -481,6 +482,11 @@ func (l *Ledger) moveTracking(remote string, tip gitstore.ObjectID) error {
 	defer wl.Release()
 	ref := l.trackingRef(remote)
 	cur, _ := l.Repo.ReadRef(ref)
+	if !cur.IsZero() && cur != tip {
+		if newer, err := l.holdsCommit(cur, tip); err == nil && newer {
+			return nil
+		}
+	}
 	return l.Repo.UpdateRef(wl, ref, cur, tip)
 }
 

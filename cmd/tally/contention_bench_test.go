@@ -8,8 +8,10 @@ package main
 //	TMPDIR=/work/tmp TALLY_BENCH_REMOTE=1 go test ./cmd/tally -run '^$' -bench Contention -benchtime 1x
 //
 // TALLY_BENCH_SECONDS sets how long each configuration runs (default 10).
-// design=cas is the compare-and-swap push of every clone; design=sequencer
-// sends claim --next to the server's proc-receive sequencer (tally.sequencer).
+// design=cas is the compare-and-swap push of every clone (tally.sequencer
+// false); design=sequencer sends claim --next to the server's proc-receive
+// sequencer (tally.sequencer true; a clone's default where the server
+// offers it).
 // With TALLY_BENCH_MAIN_BIN naming a tally binary built from another commit
 // (the design before this one), design=main (compare-and-swap) and
 // design=main-sequencer run it, for server and clients, in the same run.
@@ -29,6 +31,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/internal/gitserver"
+	"github.com/tally-dev/tally/internal/testrepo"
 )
 
 func BenchmarkRemoteContention(b *testing.B) {
@@ -64,6 +67,12 @@ func BenchmarkRemoteContention(b *testing.B) {
 					dirs := c.agents(agents)
 					if strings.HasSuffix(design, "sequencer") {
 						sequenced(b, dirs...)
+					} else {
+						// The server offers its sequencer, which clones use
+						// unless told not to.
+						for _, d := range dirs {
+							testrepo.Git(b, d, "config", "tally.sequencer", "false")
+						}
 					}
 					r := contend(b, c, dirs, time.Duration(seconds)*time.Second)
 					r.report(b)

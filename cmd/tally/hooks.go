@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
+	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/hooks"
 	"github.com/tally-dev/tally/ledger"
 )
@@ -85,7 +87,7 @@ func (a *app) hooksCmd() *cobra.Command {
 						fmt.Fprintf(w, "installed %s (calls %s)\n", p, bin)
 					}
 					if seq != nil && seq.Shim != "" {
-						fmt.Fprintf(w, "installed %s: requests to %s/* are sequenced here\n", seq.Shim, seq.Refs)
+						fmt.Fprintf(w, "installed %s: requests to %s/* are sequenced here, offered to clones by %s\n", seq.Shim, seq.Refs, seq.Offer)
 					} else if seq != nil {
 						fmt.Fprintf(w, "sequencer: not installed: %s\n", seq.Skipped)
 					}
@@ -279,13 +281,20 @@ func (a *app) hookCmd() *cobra.Command {
 		Args:   args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			start := time.Now() // the server's time bound counts from here
+			if argv[0] == hooks.SequencerHook {
+				// A server that cannot open its ledger (a signing key that
+				// does not load, among others) still answers the protocol:
+				// each request is refused with why, never lost.
+				c, err := a.client(false)
+				return hooks.ProcReceive(cmd.InOrStdin(), a.stdout, func(u hooks.Update) hooks.Answer {
+					if err != nil {
+						return hooks.Refusal(err)
+					}
+					return serveRequest(c, u, a.stderr)
+				})
+			}
 			return a.withClient(false, func(c *tally.Client) error {
 				var err error
-				if argv[0] == hooks.SequencerHook {
-					return hooks.ProcReceive(cmd.InOrStdin(), a.stdout, func(u hooks.Update) hooks.Answer {
-						return serveRequest(c, u, a.stderr)
-					})
-				}
 				if argv[0] == hooks.PreCommitHook {
 					return a.preCommit(c)
 				}
@@ -356,17 +365,30 @@ func (a *app) hookCmd() *cobra.Command {
 // serveRequest applies one request pushed to the sequencer (FORMAT.md §9b)
 // and answers with the ledger's move, or the refusal's code; the entries
 // the pusher lacks go to sent (the hook's stderr, which receive-pack passes
-// to the pusher as "remote: " lines).
+// to the pusher as "remote: " lines). What costs nothing is judged before
+// the request is read: whether this server serves requests at all, and
+// whether the pusher may push entries of any actor; then the request is
+// read only up to ledger.MaxRequest bytes.
 func serveRequest(c *tally.Client, u hooks.Update, sent io.Writer) hooks.Answer {
 	op, ok := strings.CutPrefix(u.Ref, ledger.RequestPrefix+"/")
 	if !ok {
 		return hooks.Refusal(errs.New(errs.Usage, "%s is not a request ref (%s/<op>)", u.Ref, ledger.RequestPrefix))
 	}
+	if err := c.ServesRequests(); err != nil {
+		return hooks.Refusal(err)
+	}
+	if err := hooks.PusherMayRequest(c.L, os.LookupEnv); err != nil {
+		return hooks.Refusal(err)
+	}
 	db, err := c.L.Repo.Objects()
 	if err != nil {
 		return hooks.Refusal(err)
 	}
-	intent, err := db.ReadCommit(u.New)
+	intent, err := db.ReadCommitAtMost(u.New, ledger.MaxRequest)
+	if errors.Is(err, gitstore.ErrObjectTooLarge) {
+		return hooks.Refusal(errs.New(errs.LimitExceeded, "the request %s is larger than %d bytes", u.New, ledger.MaxRequest).
+			With("limit", "request_bytes").With("max", ledger.MaxRequest))
+	}
 	if err != nil {
 		return hooks.Refusal(errs.Wrap(errs.Usage, err, "reading the request %s", u.New))
 	}

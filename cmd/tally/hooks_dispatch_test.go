@@ -247,6 +247,9 @@ func TestHooksDispatcher(t *testing.T) {
 	if v, err := netGit(bare, nil, "config", "--get-all", "receive.procReceiveRefs"); err == nil {
 		t.Fatalf("uninstall left receive.procReceiveRefs = %s", v)
 	}
+	if v, err := netGit(bare, nil, "rev-parse", "-q", "--verify", "refs/tally/sequencer"); err == nil {
+		t.Fatalf("uninstall left the sequencer's offer refs/tally/sequencer = %s", v)
+	}
 	layoutIntact("after uninstall")
 	if m, _ := filepath.Glob(filepath.Join(hooksDir, "*", "*tally*")); len(m) != 0 {
 		t.Fatalf("uninstall left %v", m)

@@ -56,11 +56,12 @@ another agent won the race. Views read the remote's ledger.`,
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(false, func(c *tally.Client) error {
-				return a.emit(map[string]any{"remote": c.Remote()}, func(w io.Writer) {
+				return a.emit(map[string]any{"remote": c.Remote(), "claims": c.ClaimPath()}, func(w io.Writer) {
 					if c.Remote() == "" {
 						fmt.Fprintln(w, "remote: none (local)")
 					} else {
 						fmt.Fprintf(w, "remote: %s\n", c.Remote())
+						claimPathLine(w, c)
 					}
 				})
 			})
@@ -68,6 +69,13 @@ another agent won the race. Views read the remote's ledger.`,
 	}
 	cmd.AddCommand(set, unset, show)
 	return cmd
+}
+
+// claimPathLine prints how claim --next reaches the remote's ledger, and
+// why (tally status and tally remote show).
+func claimPathLine(w io.Writer, c *tally.Client) {
+	p := c.ClaimPath()
+	fmt.Fprintf(w, "claims: %s (%s)\n", p.Path, p.Why)
 }
 
 // gitConfig runs git config in the repository (not on any hot path).

@@ -33,7 +33,11 @@ func (a *app) statusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.emitView(c, map[string]any{"now": chain.FormatTime(now), "waves": waves, "worktrees": trees}, func(w io.Writer) {
+				result := map[string]any{"now": chain.FormatTime(now), "waves": waves, "worktrees": trees}
+				if c.Remote() != "" {
+					result["claims"] = c.ClaimPath()
+				}
+				return a.emitView(c, result, func(w io.Writer) {
 					defer printWorktreesTotal(w, trees)
 					for _, ws := range waves {
 						paint(w, bold, "wave %s", ws.Wave)
@@ -55,6 +59,9 @@ func (a *app) statusCmd() *cobra.Command {
 							fmt.Fprintf(tw, "  %s\t%s\tepoch %d\t%s\t%s\n", c.Cell, state, c.Epoch, inert(c.Holder), left)
 						}
 						tw.Flush()
+					}
+					if c.Remote() != "" {
+						claimPathLine(w, c)
 					}
 				})
 			})

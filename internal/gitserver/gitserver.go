@@ -75,6 +75,12 @@ type DaemonOptions struct {
 	// service with the service name and path as arguments; when it exits
 	// non-zero the daemon refuses with the first line it printed.
 	AccessHook string
+	// MaxConnections is git daemon's --max-connections (0: its default,
+	// 32): past it the daemon drops a new connection unanswered, logging
+	// "Too many children, dropping connection".
+	MaxConnections int
+	// Log, when set, also receives the daemon's log (its stderr).
+	Log io.Writer
 }
 
 // DaemonWith is Daemon with options.
@@ -145,6 +151,9 @@ func startDaemon(t testing.TB, root string, port int, opts DaemonOptions, env []
 	if opts.AccessHook != "" {
 		args = append(args, "--access-hook="+opts.AccessHook)
 	}
+	if opts.MaxConnections > 0 {
+		args = append(args, "--max-connections="+strconv.Itoa(opts.MaxConnections))
+	}
 	cmd := exec.Command(filepath.Join(gitExecPath(t), "git-daemon"), append(args, root)...)
 	cmd.Dir = root
 	cmd.Env = testrepo.Env(env...)
@@ -152,6 +161,10 @@ func startDaemon(t testing.TB, root string, port int, opts DaemonOptions, env []
 	dieWithParent(cmd)
 	stderr := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if opts.Log != nil {
+		both := io.MultiWriter(stderr, opts.Log) // one writer: exec copies one pipe into it
+		cmd.Stdout, cmd.Stderr = both, both
+	}
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
