@@ -1,29 +1,22 @@
 package main
 
-// The remote contention curve (issue #15): N agents, each in its own clone,
-// run `tally --remote origin claim --next` in a loop, unsynchronized, against
-// a loopback server (git daemon and smart HTTP) whose hooks tally installed.
-// Run it with
+// The remote contention curve (issues #15, #32): N agents, each in its own
+// clone, run `tally --remote origin claim --next` in a loop, unsynchronized,
+// against a loopback server (git daemon, smart HTTP, or OpenSSH's sshd in
+// front of the same bare repository) whose hooks tally installed. Run it with
 //
 //	TMPDIR=/work/tmp TALLY_BENCH_REMOTE=1 go test ./cmd/tally -run '^$' -bench Contention -benchtime 1x
 //
-// TALLY_BENCH_SECONDS sets how long each configuration runs (default 10).
+// TALLY_BENCH_SECONDS sets how long each configuration runs (default 10),
+// TALLY_BENCH_AGENTS the agent counts (default 1,8,16).
 // design=cas is the compare-and-swap push of every clone (tally.sequencer
-// false); design=sequencer sends claim --next to the server's proc-receive
-// sequencer (tally.sequencer true; a clone's default where the server
-// offers it).
-// With TALLY_BENCH_MAIN_BIN naming a tally binary built from another commit
-// (the design before this one), design=main (compare-and-swap) and
-// design=main-sequencer run it, for server and clients, in the same run.
-// Each configuration reports aggregate claims/s, the wall-time percentiles
-// of the claims that succeeded (retries included), the fewest and most claims
-// any one agent got, and the double grants found in the server's ledger
-// afterwards (a cell claimed twice: every claim here is --ttl 3600 and no
-// cell is released, so any second claim of a cell is a double grant).
-
+// false); design=default is a clone as a new user leaves it (no tally
+// configuration: sequenced where the server offers it, FORMAT.md §9b);
+// design=sequencer sets tally.sequencer true.
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,16 +33,37 @@ func BenchmarkRemoteContention(b *testing.B) {
 	if s, err := strconv.Atoi(os.Getenv("TALLY_BENCH_SECONDS")); err == nil && s > 0 {
 		seconds = s
 	}
-	designs := []string{"cas", "sequencer"}
+	counts := []int{1, 8, 16}
+	if v := os.Getenv("TALLY_BENCH_AGENTS"); v != "" {
+		counts = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				b.Fatalf("TALLY_BENCH_AGENTS=%q: want agent counts like 1,8,16", v)
+			}
+			counts = append(counts, n)
+		}
+	}
+	designs := []string{"cas", "default", "sequencer"}
 	mainBin := os.Getenv("TALLY_BENCH_MAIN_BIN")
 	if mainBin != "" {
 		designs = append([]string{"main", "main-sequencer"}, designs...)
 	}
-	for _, kind := range gitserver.Kinds {
+	for _, kind := range []string{string(gitserver.GitDaemon), string(gitserver.SmartHTTP), "ssh"} {
 		for _, design := range designs {
-			for _, agents := range []int{1, 8, 16} {
+			for _, agents := range counts {
 				b.Run(fmt.Sprintf("server=%s/design=%s/agents=%d", kind, design, agents), func(b *testing.B) {
-					c := newNetCluster(b, kind)
+					// ssh reaches the daemon cluster's bare repository
+					// through sshd: the same server-side hooks, git's own ssh
+					// transport on the client.
+					var c *netCluster
+					var srv *gitserver.SSHServer
+					if kind == "ssh" {
+						c = newNetCluster(b, gitserver.GitDaemon)
+						srv = gitserver.SSH(b, filepath.Dir(c.bare))
+					} else {
+						c = newNetCluster(b, gitserver.Kind(kind))
+					}
 					if strings.HasPrefix(design, "main") {
 						// The server's hook and every client run the other build,
 						// on a server set up by its install alone (this build's
@@ -65,12 +79,19 @@ func BenchmarkRemoteContention(b *testing.B) {
 					// More cells than the fastest configuration could claim.
 					c.seeded("bench", 100*seconds)
 					dirs := c.agents(agents)
-					if strings.HasSuffix(design, "sequencer") {
-						sequenced(b, dirs...)
-					} else {
-						// The server offers its sequencer, which clones use
-						// unless told not to.
-						for _, d := range dirs {
+					for _, d := range dirs {
+						if srv != nil {
+							testrepo.Git(b, d, "config", "core.sshCommand", srv.Command(srv.Key))
+							testrepo.Git(b, d, "remote", "set-url", "origin", srv.URL+"/shared.git")
+						}
+						switch {
+						case strings.HasSuffix(design, "sequencer"):
+							sequenced(b, d)
+						case design == "default":
+							// nothing: what a new clone has
+						default:
+							// The server offers its sequencer, which clones use
+							// unless told not to.
 							testrepo.Git(b, d, "config", "tally.sequencer", "false")
 						}
 					}
