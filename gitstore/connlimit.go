@@ -57,6 +57,19 @@ func droppedEarly(err error) bool {
 	return false
 }
 
+// unsentPush reports whether a failed `git push` failed before anything
+// of it reached git on the server, so that it may be made again whatever
+// it was: ssh says kex_exchange_identification only when the server closed
+// the connection before the key exchange (sshd past MaxStartups), before
+// any command ran. Other drops (git daemon hanging up, a 503) cannot be
+// told apart from a push the server received and then dropped, so a push
+// failing so is left to its caller, who lists the remote ref to learn its
+// outcome.
+func unsentPush(err error) bool {
+	var ge *GitError
+	return errors.As(err, &ge) && strings.Contains(ge.Stderr, "kex_exchange_identification")
+}
+
 // errDropped is a native request push whose connection the server closed
 // before it advertised anything: nothing was sent.
 var errDropped = errors.New("the server closed the connection before answering")

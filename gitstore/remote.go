@@ -451,7 +451,12 @@ func (r *Repo) PushRefShowing(remote, ref string, old, new ObjectID, progress io
 	}
 	args := []string{"push", "--porcelain", "--no-verify", "--no-signed",
 		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}
-	out, err := r.remoteGitShowing(remote, progress, args, new.String()+":"+ref)
+	var out []byte
+	err := retryDropped(connectRetryBudget, unsentPush, func() error {
+		var err error
+		out, err = r.remoteGitShowing(remote, progress, args, new.String()+":"+ref)
+		return err
+	})
 	flag, summary, found := porcelainStatus(string(out), ref)
 	switch {
 	case err == nil && found && flag != "!":

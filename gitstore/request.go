@@ -78,9 +78,18 @@ func (r *Repo) pushRequestGit(remote, ref string, commit ObjectID, deadline time
 	// core.abbrev=40: the porcelain range shows whole object names;
 	// color.remote=false: git would colour keywords in what the server says.
 	var stderr bytes.Buffer
-	bounds := GitRun{Progress: &stderr, Timeout: deadline, MaxOutput: MaxSaid}
-	out, err := r.remoteGitCopying(remote, bounds, false, []string{"-c", "core.abbrev=40", "-c", "color.remote=false", "push", "--porcelain", "--no-verify", "--no-signed",
-		"--no-follow-tags", "--no-recurse-submodules"}, commit.String()+":"+ref)
+	end := time.Now().Add(deadline)
+	// A push sshd refused before its key exchange sent nothing: it is made
+	// again, within the request's deadline (connlimit.go).
+	var out []byte
+	err := retryDropped(min(deadline, connectRetryBudget), unsentPush, func() error {
+		stderr.Reset()
+		bounds := GitRun{Progress: &stderr, Timeout: time.Until(end), MaxOutput: MaxSaid}
+		var err error
+		out, err = r.remoteGitCopying(remote, bounds, false, []string{"-c", "core.abbrev=40", "-c", "color.remote=false", "push", "--porcelain", "--no-verify", "--no-signed",
+			"--no-follow-tags", "--no-recurse-submodules"}, commit.String()+":"+ref)
+		return err
+	})
 	if res, ok := parsePorcelain(string(out), commit.String()); ok {
 		var ge *GitError
 		if errors.As(err, &ge) {

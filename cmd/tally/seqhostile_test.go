@@ -409,6 +409,50 @@ func TestConnectionLimitRetried(t *testing.T) {
 	}
 }
 
+// TestSSHStartupLimitRetried: sshd past MaxStartups (1 here, taken by a
+// connection that never says a word) resets a new connection before the
+// key exchange, so nothing of a push reached git on the server. A claim's
+// first network step is then its push (a sequenced request, or a
+// compare-and-swap push when the clone's record of the remote is current):
+// it is made again with backoff, and once the connection is freed — after
+// sshd has logged dropping one of tally's — both succeed instead of failing
+// REMOTE-UNREACHABLE.
+func TestSSHStartupLimitRetried(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("ssh-limit", 4)
+	dirs := c.agents(2)
+	testrepo.Git(t, dirs[1], "config", "tally.sequencer", "false")
+	for i, dir := range dirs {
+		log := &signalWriter{text: "past MaxStartups", seen: make(chan struct{})}
+		srv := gitserver.SSHWith(t, filepath.Dir(c.bare), gitserver.SSHOptions{Config: []string{"MaxStartups 1"}, Log: log})
+		testrepo.Git(t, dir, "config", "core.sshCommand", srv.Command(srv.Key))
+		testrepo.Git(t, dir, "remote", "set-url", "origin", srv.URL+"/shared.git")
+		c.ok(dir, netAgent(i), nil, "--remote", "origin", "status") // a current record: the claim below pushes first
+		hold, err := net.Dial("tcp", "127.0.0.1:"+srv.Port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan testrepo.Result, 1)
+		go func() {
+			done <- netRun(c.bin, dir, netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+		}()
+		select {
+		case <-log.seen:
+		case p := <-done:
+			hold.Close()
+			t.Fatalf("agent %d: the claim ended while sshd's one startup was held: %s", i, p)
+		}
+		hold.Close()
+		if p := <-done; p.Err != nil || p.Code != 0 {
+			t.Fatalf("agent %d: a claim past sshd's MaxStartups: %s %v", i, p, p.Err)
+		}
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 3 {
+		t.Fatalf("%d ledger updates were pushed, want 3 (init, plan and the compare-and-swap claim): the default clone's claim was not sequenced", n)
+	}
+}
+
 // TestSequencedSharedClone: agents in the worktrees of one clone share
 // its tracking ref and its record of the remote, all sequenced, or half
 // of them with compare-and-swap (tally.sequencer false in their worktree's

@@ -419,6 +419,20 @@ const SSHD = "/usr/sbin/sshd"
 // openssh-server there).
 func SSH(t testing.TB, root string, env ...string) *SSHServer {
 	t.Helper()
+	return SSHWith(t, root, SSHOptions{}, env...)
+}
+
+// SSHOptions change the sshd SSH starts.
+type SSHOptions struct {
+	// Config are more sshd_config lines (MaxStartups 1, say).
+	Config []string
+	// Log, when set, also receives sshd's log (its stderr, LogLevel VERBOSE).
+	Log io.Writer
+}
+
+// SSHWith is SSH with options.
+func SSHWith(t testing.TB, root string, opts SSHOptions, env ...string) *SSHServer {
+	t.Helper()
 	if _, err := os.Stat(SSHD); err != nil {
 		testrepo.Missing(t, fmt.Sprintf("gitserver: %s not installed (apt-get install openssh-server); skipping the ssh test", SSHD))
 	}
@@ -476,11 +490,12 @@ func SSH(t testing.TB, root string, env ...string) *SSHServer {
 			}
 		}
 		conf = append(conf, "SetEnv "+strings.Join(setEnv, " "))
+		conf = append(conf, opts.Config...)
 		cfg := filepath.Join(dir, "sshd_config")
 		if err := os.WriteFile(cfg, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := startSSHD(t, cfg, port); err != nil {
+		if err := startSSHD(t, cfg, port, opts.Log); err != nil {
 			lastErr = err
 			continue
 		}
@@ -492,12 +507,16 @@ func SSH(t testing.TB, root string, env ...string) *SSHServer {
 	return nil
 }
 
-func startSSHD(t testing.TB, cfg string, port int) error {
+func startSSHD(t testing.TB, cfg string, port int, log io.Writer) error {
 	cmd := exec.Command(SSHD, "-D", "-e", "-f", cfg)
 	proctree.NewGroup(cmd)
 	dieWithParent(cmd)
 	stderr := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if log != nil {
+		both := io.MultiWriter(stderr, log) // one writer: exec copies one pipe into it
+		cmd.Stdout, cmd.Stderr = both, both
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
