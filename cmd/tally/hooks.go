@@ -22,7 +22,7 @@ import (
 func (a *app) hooksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hooks",
-		Short: "install, inspect or remove the git hooks that enforce the ledger at push",
+		Short: "install, inspect or remove the git hooks that enforce the ledger, and agent harnesses' edit hooks",
 		Args:  args(cobra.NoArgs),
 	}
 	var server, commitMsg, client bool
