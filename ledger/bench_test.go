@@ -22,7 +22,9 @@ func genesis() ledger.BuildFunc {
 	}
 }
 
-func BenchmarkAppendNote(b *testing.B) {
+// benchLedger is a ledger holding its genesis entry, in a new repository.
+func benchLedger(b *testing.B) *ledger.Ledger {
+	b.Helper()
 	dir := testrepo.New(b)
 	l, err := ledger.Open(dir, ledger.Options{})
 	if err != nil {
@@ -32,6 +34,11 @@ func BenchmarkAppendNote(b *testing.B) {
 	if _, err := l.Append("bench", genesis()); err != nil {
 		b.Fatal(err)
 	}
+	return l
+}
+
+func BenchmarkAppendNote(b *testing.B) {
+	l := benchLedger(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := l.Append("bench", note("x")); err != nil {
@@ -41,15 +48,7 @@ func BenchmarkAppendNote(b *testing.B) {
 }
 
 func BenchmarkAppendBatch(b *testing.B) {
-	dir := testrepo.New(b)
-	l, err := ledger.Open(dir, ledger.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(l.WaitMaintenance)
-	if _, err := l.Append("bench", genesis()); err != nil {
-		b.Fatal(err)
-	}
+	l := benchLedger(b)
 	builds := make([]ledger.BuildFunc, 1000)
 	for i := range builds {
 		builds[i] = note("x")
@@ -67,15 +66,7 @@ func BenchmarkAppendBatch(b *testing.B) {
 // lock, to look for a request's nonce among the ledger's last
 // ledger.NonceWindow entries (a nonce none carries: the whole window).
 func BenchmarkAnsweredNonce(b *testing.B) {
-	dir := testrepo.New(b)
-	l, err := ledger.Open(dir, ledger.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(l.WaitMaintenance)
-	if _, err := l.Append("bench", genesis()); err != nil {
-		b.Fatal(err)
-	}
+	l := benchLedger(b)
 	builds := make([]ledger.BuildFunc, ledger.NonceWindow+10)
 	for i := range builds {
 		builds[i] = note("x")
