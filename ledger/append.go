@@ -235,6 +235,7 @@ func (l *Ledger) tryAppend(wl *gitstore.WriterLock, prepare func(*Snapshot, *git
 		}
 		return nil, errs.Wrap(errs.Internal, err, "update %s", l.Ref)
 	}
+	snap.built = nil // landed: the repository holds them, and a lent snapshot lives on
 	// The new tip extends a checked one through Step: the writer's record
 	// moves to it, so the next append checks nothing. A record that fails
 	// to land only makes the next append check more.
@@ -534,6 +535,10 @@ func (l *Ledger) build(snap *Snapshot, actor string, clock time.Time, build Buil
 	}
 	id := pw.Add(gitstore.CommitObject, commit.Encode())
 	snap.Commit, snap.Meta = id, applied.Meta
+	if snap.built == nil {
+		snap.built = map[gitstore.ObjectID][]byte{}
+	}
+	snap.built[gitstore.HashObject(gitstore.BlobObject, raw)] = raw
 	return &Appended{Applied: *applied, Commit: id, beside: draft.Beside, raw: raw}, nil
 }
 

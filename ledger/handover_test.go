@@ -425,3 +425,40 @@ func TestHandoverOneBatch(t *testing.T) {
 		t.Fatalf("%d entries, want genesis, the holder's and e1", snap.Meta.Size)
 	}
 }
+
+// A nonce is answered already when an entry earlier in the same batch
+// carries it, though that entry's blob is not in the repository yet: two
+// requests with one nonce that a sequencer serves in one batch land once.
+// The entries of a batch that landed read back from the repository.
+func TestAnsweredNonceInBatch(t *testing.T) {
+	dir := initRepo(t)
+	l := openLedger(t, dir)
+	nonce := ledger.NewNonce()
+	unanswered := func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		if seq, seen, err := s.AnsweredNonce(nonce); err != nil || seen {
+			return nil, fmt.Errorf("nonce answered by entry %d (%v)", seq, err)
+		}
+		d, err := noteDraft("request")(s, now)
+		d.Nonce = nonce
+		return d, err
+	}
+	var sawSeq uint64
+	replay := func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		seq, seen, err := s.AnsweredNonce(nonce)
+		if err != nil || !seen {
+			return nil, fmt.Errorf("the batch's first entry does not answer the nonce: seen %v, %v", seen, err)
+		}
+		sawSeq = seq
+		return noteDraft("saw the replay")(s, now)
+	}
+	out, err := l.AppendBatch("a", []ledger.BuildFunc{unanswered, replay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sawSeq != out[0].Entry.Seq {
+		t.Fatalf("the replay was seen at entry %d, want %d", sawSeq, out[0].Entry.Seq)
+	}
+	if _, err := l.Append("a", replay); err != nil {
+		t.Fatalf("after the batch landed: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -139,6 +140,24 @@ type Snapshot struct {
 	Commit gitstore.ObjectID // zero for the empty ledger
 	Meta   *chain.Meta
 	Tree   *gitstore.Tree
+	// built holds the blobs of the entries an append built on this
+	// snapshot (by blob id): they are in its pack writer, not yet in the
+	// repository, until the append lands, and a later entry of the same
+	// batch reads them (AnsweredNonce).
+	built map[gitstore.ObjectID][]byte
+}
+
+// entryBlob reads the entry blob loc: one this snapshot's append built, or
+// one in the repository.
+func (s *Snapshot) entryBlob(loc [20]byte) ([]byte, error) {
+	if raw, ok := s.built[loc]; ok {
+		return raw, nil
+	}
+	typ, raw, err := s.Tree.DB().Read(gitstore.ObjectID(loc))
+	if err == nil && typ != gitstore.BlobObject {
+		err = fmt.Errorf("a %s, not a blob", typ)
+	}
+	return raw, err
 }
 
 // Get reads a state key.
@@ -222,8 +241,8 @@ func (s *Snapshot) Entry(seq uint64) (*chain.Entry, chain.Hash, []byte, error) {
 	if err != nil {
 		return nil, h, nil, errs.Wrap(errs.Corrupt, err, "entry %d", seq)
 	}
-	typ, raw, err := s.Tree.DB().Read(gitstore.ObjectID(loc))
-	if err != nil || typ != gitstore.BlobObject {
+	raw, err := s.entryBlob(loc)
+	if err != nil {
 		return nil, h, nil, errs.Wrap(errs.Corrupt, err, "entry %d blob %x", seq, loc)
 	}
 	if chain.EntryHash(raw) != h {

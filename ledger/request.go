@@ -236,9 +236,11 @@ func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.Object
 const NonceWindow = 128
 
 // AnsweredNonce reports whether one of the last NonceWindow entries of s
-// carries nonce, and which. The entries are read as stored (the snapshot
-// is the ledger the server appends to), only one whose bytes hold the
-// nonce decoded.
+// carries nonce, and which: those of the ledger and those a batch being
+// built on s holds before (two requests with one nonce in one batch: the
+// second is the replay). The entries are read as stored (the snapshot is
+// the ledger the server appends to), only one whose bytes hold the nonce
+// decoded.
 func (s *Snapshot) AnsweredNonce(nonce string) (uint64, bool, error) {
 	mark := []byte(`"nonce":"` + nonce + `"`)
 	for n := uint64(0); n < NonceWindow && n < s.Meta.Size; n++ {
@@ -247,8 +249,8 @@ func (s *Snapshot) AnsweredNonce(nonce string) (uint64, bool, error) {
 		if err != nil {
 			return 0, false, errs.Wrap(errs.Corrupt, err, "entry %d", seq)
 		}
-		typ, raw, err := s.Tree.DB().Read(gitstore.ObjectID(loc))
-		if err != nil || typ != gitstore.BlobObject {
+		raw, err := s.entryBlob(loc)
+		if err != nil {
 			return 0, false, errs.Wrap(errs.Corrupt, err, "entry %d blob %x", seq, loc)
 		}
 		if !bytes.Contains(raw, mark) {
@@ -281,6 +283,48 @@ const RequestTimeout = 2 * time.Minute
 // a clone that does not choose (SequencerConfig unset). Only a server that
 // serves intents of version 2 writes it.
 const SequencerRef = "refs/tally/sequencer"
+
+// OfferTrailer starts the last line of an offer's message, which lists
+// the ops its sequencer serves, separated by spaces (FORMAT.md §9b). An
+// offer without it (from a server before the list) serves claim-next.
+const OfferTrailer = "Tally-Requests: "
+
+// SequencerOffer is the message of the commit SequencerRef names on a
+// server whose sequencer serves ops: its presence is the offer, the last
+// line lists the ops, the rest is for whoever looks.
+func SequencerOffer(ops []string) string {
+	return "tally sequencer\n\nThis repository serves tally's sequenced requests (intent versions 1 and 2,\n" +
+		"FORMAT.md section 9b). Clones fetch this ref with the ledger and send the listed\n" +
+		"ops as requests unless git config tally.sequencer is false.\n\n" + OfferTrailer + strings.Join(ops, " ") + "\n"
+}
+
+// maxOffer bounds the offer's commit read: a server's text is a few
+// hundred bytes, and whatever exceeds this lists nothing.
+const maxOffer = 4 << 10
+
+// OfferedOps are the ops the offer of remote's sequencer listed when this
+// clone last fetched its ledger: nil when there was no offer, or it listed
+// none (OfferTrailer).
+func (l *Ledger) OfferedOps(remote string) []string {
+	id, err := l.Repo.ReadRef(TrackingRef(remote, SequencerRef))
+	if err != nil {
+		return nil
+	}
+	db, err := l.Repo.Objects()
+	if err != nil {
+		return nil
+	}
+	c, err := db.ReadCommitAtMost(id, maxOffer)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSuffix(c.Message, "\n"), "\n")
+	ops, ok := strings.CutPrefix(lines[len(lines)-1], OfferTrailer)
+	if !ok {
+		return nil
+	}
+	return strings.Fields(ops)
+}
 
 // OffersSequencer reports whether remote offered a sequencer when this
 // clone last fetched its ledger (its SequencerRef, tracked).
