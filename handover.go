@@ -12,12 +12,14 @@ import (
 	"github.com/tally-dev/tally/receipt"
 )
 
-// The intents of group commit (FORMAT.md §9, "Group commit"): a done, a
-// done with the next claim, and a claim of the next ready cell are
+// The intents of group commit (FORMAT.md §9, "Group commit"): every
+// append an agent repeats (a done, a claim of the next ready cell, a renew,
+// a release, a lock, an unlock) and a request a sequencer serves are
 // appended through appendSteps, as steps. The same steps become the
 // entries whether this process appends them or hands them, as an intent,
-// to the writer lock's holder, which decodes them with decodeIntent: one
-// encoding and one way to build them, for every command and the MCP tools.
+// to the writer lock's holder, which decodes them with decodeIntent, or
+// sends them to the remote's sequencer: one encoding and one way to build
+// them, for every command and the MCP tools.
 
 // handIntent is the intent a writer hands the writer lock's holder: the
 // steps of one operation, appended in order as Actor. Now is the writer's
@@ -34,46 +36,146 @@ type handIntent struct {
 // intent of another.
 const handIntentVersion = 1
 
-// opDone is the op of a receipt's step.
-const opDone = "done"
+// The ops of steps that only a hand-over carries.
+const (
+	opDone  = "done"  // a receipt
+	opServe = "serve" // a sequenced request the server serves (ServeRequest)
+)
 
-// handStep is one entry of an intent: Op opDone, a receipt (Done: the body
-// as receipt.Prepared.Draft gives it, its base and changed paths decided
-// on the state it lands on), or OpClaimNext, a claim of the next ready
-// cell (Claim). Nonce is the entry's nonce, by which its writer finds it if
-// the holder dies before answering.
+// handStep is one entry of an intent: its Op, and the one member that op
+// names (only): Done, a receipt (the body as receipt.Prepared.Draft gives
+// it, its base and changed paths decided on the state it lands on); Claim,
+// a claim of the next ready cell; one of repeatedSteps; or Request, a
+// request a sequencer serves. Nonce is the entry's nonce, by which its
+// writer finds it if the holder dies before answering.
 type handStep struct {
 	Op    string          `json:"op"`
 	Nonce string          `json:"nonce"`
 	Done  *lease.DoneBody `json:"done,omitempty"`
 	Claim *NextClaim      `json:"claim,omitempty"`
+	repeatedSteps
+	Request *servedRequest `json:"request,omitempty"`
 }
 
-// build is the build of st on l's repository (beside, for a local ledger:
-// a receipt's note goes with its entry), carrying st's nonce.
-func (st handStep) build(l *ledger.Ledger, beside bool) (ledger.BuildFunc, error) {
+// repeatedSteps are the steps of the appends agents repeat, which a
+// hand-over and a sequenced request (Intent) carry alike, each named after
+// its op.
+type repeatedSteps struct {
+	Renew   *lease.RenewBody  `json:"renew,omitempty"` // TTL 0: the lease's current TTL
+	Release *lease.EpochBody  `json:"release,omitempty"`
+	Lock    *LockStep         `json:"lock,omitempty"`
+	Unlock  *lease.UnlockBody `json:"unlock,omitempty"`
+}
+
+// LockStep is a lock entry as a step carries it: the patterns, the TTL (0:
+// what the actor's live locks among them keep, else lease.TTLDefault), the
+// reason, and Epochs to renew locks the actor holds (one for all patterns,
+// or one per pattern); without Epochs, which holders it preempts is
+// decided on the state it lands on.
+type LockStep struct {
+	Patterns []string `json:"patterns"`
+	TTL      int      `json:"ttl,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Epochs   []int64  `json:"epochs,omitempty"`
+}
+
+// only reports whether st has the member its op names and no other.
+func (st *handStep) only() bool {
+	set := map[string]bool{opDone: st.Done != nil, OpClaimNext: st.Claim != nil, OpRenew: st.Renew != nil,
+		OpRelease: st.Release != nil, OpLock: st.Lock != nil, OpUnlock: st.Unlock != nil, opServe: st.Request != nil}
+	n := 0
+	for _, v := range set {
+		if v {
+			n++
+		}
+	}
+	return n == 1 && set[st.Op]
+}
+
+// build is the build of st as actor on l's repository (beside, for a local
+// ledger: a receipt's note goes with its entry), carrying st's nonce. A
+// served request is built by serveBuild.
+func (st handStep) build(l *ledger.Ledger, actor string, beside bool) (ledger.BuildFunc, error) {
 	if !chain.IsLowerHex(st.Nonce, 32) {
 		return nil, errs.New(errs.Usage, "intent step: nonce %q is not 32 lowercase hex digits", st.Nonce)
 	}
+	if !st.only() || st.Op == opServe {
+		return nil, errs.New(errs.Usage, "intent step: op %q without its member alone", st.Op)
+	}
 	var b ledger.BuildFunc
-	switch {
-	case st.Op == opDone && st.Done != nil && st.Claim == nil:
+	switch st.Op {
+	case opDone:
 		prep, err := receipt.Resume(l, *st.Done)
 		if err != nil {
 			return nil, err
 		}
 		b = receiptBuild(l, prep, beside)
-	case st.Op == OpClaimNext && st.Claim != nil && st.Done == nil:
+	case OpClaimNext:
 		b = st.Claim.build()
-	default:
-		return nil, errs.New(errs.Usage, "intent step: op %q with done %v and claim %v", st.Op, st.Done != nil, st.Claim != nil)
+	case OpRenew:
+		b = renewBuild(*st.Renew)
+	case OpRelease:
+		b = static(chain.KindRelease, *st.Release)
+	case OpLock:
+		var err error
+		if b, err = st.Lock.build(actor); err != nil {
+			return nil, err
+		}
+	case OpUnlock:
+		pats, eps, err := normalizeLocks(st.Unlock.Patterns, st.Unlock.Epochs)
+		if err != nil {
+			return nil, err
+		}
+		b = static(chain.KindUnlock, lease.UnlockBody{Patterns: pats, Epochs: eps})
 	}
+	return withNonce(b, st.Nonce), nil
+}
+
+// withNonce is b, its entry carrying nonce.
+func withNonce(b ledger.BuildFunc, nonce string) ledger.BuildFunc {
 	return func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
 		d, err := b(s, now)
 		if d != nil {
-			d.Nonce = st.Nonce
+			d.Nonce = nonce
 		}
 		return d, err
+	}
+}
+
+// renewBuild is the build of the renew r, its TTL, when 0, the lease's
+// current one (else lease.TTLDefault) on the state it lands on.
+func renewBuild(r lease.RenewBody) ledger.BuildFunc {
+	return func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
+		b := r
+		if b.TTL == 0 {
+			b.TTL = lease.TTLDefault
+			if cl, err := lease.ReadCell(s, b.Wave, b.Cell); err == nil && cl.Lease != nil {
+				b.TTL = cl.Lease.TTLSeconds
+			}
+		}
+		return &ledger.Draft{Kind: chain.KindRenew, Body: b}, nil
+	}
+}
+
+// build is the build of ls as actor, its patterns normalized
+// (normalizeLocks) and its TTL and preemptions decided on the state it
+// lands on.
+func (ls *LockStep) build(actor string) (ledger.BuildFunc, error) {
+	pats, eps, err := normalizeLocks(ls.Patterns, ls.Epochs)
+	if err != nil {
+		return nil, err
+	}
+	return func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		b := lease.LockBody{Patterns: pats, Reason: ls.Reason, Epochs: eps}
+		if len(eps) == 0 {
+			if b.Preempts, err = lease.PlanLock(s, actor, pats, now); err != nil {
+				return nil, err
+			}
+		}
+		if b.TTL, err = lockTTL(s, actor, pats, ls.TTL, now); err != nil {
+			return nil, err
+		}
+		return &ledger.Draft{Kind: chain.KindLock, Body: b}, nil
 	}, nil
 }
 
@@ -97,18 +199,30 @@ func receiptBuild(l *ledger.Ledger, prep *receipt.Prepared, beside bool) ledger.
 // state the previous one leaves: locally with a ledger.Group's semantics
 // (the first decides; a later one refused is left out, with those after
 // it) and handed to the writer lock's holder when another tally writer
-// holds it (ledger.AppendHanded); through a remote all or none.
+// holds it (ledger.AppendHanded); through a remote all or none, as a
+// request to its sequencer when it is one step the sequencer serves
+// (sequenced).
 func (c *Client) appendSteps(steps []handStep) ([]*ledger.Appended, error) {
 	if err := c.needActor(); err != nil {
 		return nil, err
 	}
 	local := c.Remote() == ""
+	if !local && len(steps) == 1 {
+		if seq, err := c.sequenced(steps[0].Op); err != nil || seq {
+			if err != nil {
+				return nil, err
+			}
+			ap, err := c.request(steps[0])
+			if err != nil {
+				return nil, err
+			}
+			return []*ledger.Appended{ap}, nil
+		}
+	}
 	builds := make([]ledger.BuildFunc, len(steps))
-	nonces := make([]string, len(steps))
 	for i := range steps {
 		steps[i].Nonce = ledger.NewNonce()
-		nonces[i] = steps[i].Nonce
-		b, err := steps[i].build(c.L, local)
+		b, err := steps[i].build(c.L, c.Actor, local)
 		if err != nil {
 			return nil, err
 		}
@@ -117,18 +231,29 @@ func (c *Client) appendSteps(steps []handStep) ([]*ledger.Appended, error) {
 	if !local {
 		return c.appendBatch(builds)
 	}
-	raw, err := json.Marshal(handIntent{V: handIntentVersion, Actor: c.Actor, Now: chain.FormatTime(c.L.Now()), Steps: steps})
+	return c.appendHanded(c.Actor, builds, steps)
+}
+
+// appendHanded appends builds, the builds of steps, as actor through
+// ledger.AppendHanded, handing steps to the writer lock's holder.
+func (c *Client) appendHanded(actor string, builds []ledger.BuildFunc, steps []handStep) ([]*ledger.Appended, error) {
+	raw, err := json.Marshal(handIntent{V: handIntentVersion, Actor: actor, Now: chain.FormatTime(c.L.Now()), Steps: steps})
 	if err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "intent")
 	}
-	return c.L.AppendHanded(c.Actor, builds, ledger.Handed{Intent: raw, Nonces: nonces})
+	nonces := make([]string, len(steps))
+	for i, st := range steps {
+		nonces[i] = st.Nonce
+	}
+	return c.L.AppendHanded(actor, builds, ledger.Handed{Intent: raw, Nonces: nonces})
 }
 
 // decodeIntent is the ledger.IntentDecoder of every client (Open): the
 // group of a handIntent, decoded strictly (an intent of another version, or
 // with a member this version does not know, is not taken, and its writer
-// appends it itself).
-func decodeIntent(l *ledger.Ledger, raw []byte) (*ledger.Group, error) {
+// appends it itself). A served request is taken only by a client that
+// serves requests (SetRequestGuard), with the pusher its requester read.
+func (c *Client) decodeIntent(l *ledger.Ledger, raw []byte) (*ledger.Group, error) {
 	var in handIntent
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -144,7 +269,12 @@ func decodeIntent(l *ledger.Ledger, raw []byte) (*ledger.Group, error) {
 	}
 	g := &ledger.Group{Actor: in.Actor, Clock: clock}
 	for _, st := range in.Steps {
-		b, err := st.build(l, true)
+		var b ledger.BuildFunc
+		if st.Op == opServe && st.only() && len(in.Steps) == 1 {
+			b, err = c.serveStep(st.Request, in.Actor)
+		} else {
+			b, err = st.build(l, in.Actor, true)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -38,17 +38,7 @@ func (c *Client) Lock(patterns []string, ttl int, reason string, wait time.Durat
 	pause := 50 * time.Millisecond
 	waiting := false // a wait of ours is recorded
 	for {
-		ap, err := c.append(func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
-			pre, err := lease.PlanLock(s, c.Actor, pats, now)
-			if err != nil {
-				return nil, err
-			}
-			t, err := c.lockTTL(s, pats, ttl, now)
-			if err != nil {
-				return nil, err
-			}
-			return &ledger.Draft{Kind: chain.KindLock, Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Preempts: pre}}, nil
-		})
+		ap, err := c.appendStep(handStep{Op: OpLock, repeatedSteps: repeatedSteps{Lock: &LockStep{Patterns: pats, TTL: ttl, Reason: reason}}})
 		if err == nil {
 			return &LockResult{appendedOf(ap), ap.Result.Effect.(*lease.LockGrant)}, nil
 		}
@@ -168,27 +158,22 @@ func (c *Client) RenewLocks(patterns []string, epochs []int64, ttl int, reason s
 	if err != nil {
 		return nil, err
 	}
-	ap, err := c.append(func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
-		t, err := c.lockTTL(s, pats, ttl, now)
-		if err != nil {
-			return nil, err
-		}
-		return &ledger.Draft{Kind: chain.KindLock, Body: lease.LockBody{Patterns: pats, TTL: t, Reason: reason, Epochs: eps}}, nil
-	})
+	ap, err := c.appendStep(handStep{Op: OpLock, repeatedSteps: repeatedSteps{Lock: &LockStep{Patterns: pats, TTL: ttl, Reason: reason, Epochs: eps}}})
 	if err != nil {
 		return nil, err
 	}
 	return &LockResult{appendedOf(ap), ap.Result.Effect.(*lease.LockGrant)}, nil
 }
 
-// lockTTL is the ttl of a lock entry on pats: ttl if given, else what the
-// actor's live locks among them keep, else lease.TTLDefault. It is decided
-// on each attempt's snapshot, since the locks may have changed between.
-func (c *Client) lockTTL(s *ledger.Snapshot, pats []string, ttl int, now time.Time) (int, error) {
+// lockTTL is the ttl of actor's lock entry on pats: ttl if given, else what
+// the actor's live locks among them keep, else lease.TTLDefault. It is
+// decided on each attempt's snapshot, since the locks may have changed
+// between.
+func lockTTL(s *ledger.Snapshot, actor string, pats []string, ttl int, now time.Time) (int, error) {
 	if ttl != 0 {
 		return ttl, nil
 	}
-	kept, err := lease.KeptLockTTL(s, c.Actor, pats, now)
+	kept, err := lease.KeptLockTTL(s, actor, pats, now)
 	if err != nil || kept != 0 {
 		return kept, err
 	}
@@ -202,7 +187,12 @@ func (c *Client) Unlock(patterns []string, epochs []int64) (*Appended, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.simple("unlock", lease.UnlockBody{Patterns: pats, Epochs: eps})
+	ap, err := c.appendStep(handStep{Op: OpUnlock, repeatedSteps: repeatedSteps{Unlock: &lease.UnlockBody{Patterns: pats, Epochs: eps}}})
+	if err != nil {
+		return nil, err
+	}
+	r := appendedOf(ap)
+	return &r, nil
 }
 
 // normalizeLocks normalizes specs (USAGE for "..", absolute or empty ones),

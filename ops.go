@@ -166,18 +166,6 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 	self, base := c.claimant(o.PID)
 	if o.Next && mode == lease.ModeClaim {
 		n := nextClaim(o, self, base)
-		path := c.ClaimPath()
-		if path.unknown {
-			// A clone's first claim: its fetch tells whether the remote
-			// offers a sequencer, so even that claim can use it.
-			if _, err := c.L.FetchRemote(c.Remote()); err != nil {
-				return nil, err
-			}
-			path = c.ClaimPath()
-		}
-		if path.Path == PathSequenced {
-			return c.claimRequest(n)
-		}
 		aps, err := c.appendSteps([]handStep{{Op: OpClaimNext, Claim: &n}})
 		if err != nil {
 			return nil, err
@@ -321,16 +309,7 @@ func deadHolderEvidence(s *ledger.Snapshot, ref lease.CellRef, self lease.Holder
 // Renew extends the actor's lease; ttl 0 keeps the lease's current TTL.
 func (c *Client) Renew(wave, cell string, epoch int64, ttl int) (*LeaseResult, error) {
 	ref := lease.CellRef{Wave: wave, Cell: cell}
-	ap, err := c.append(func(s *ledger.Snapshot, _ time.Time) (*ledger.Draft, error) {
-		b := lease.RenewBody{EpochBody: lease.EpochBody{CellRef: ref, Epoch: epoch}, TTL: ttl}
-		if ttl == 0 {
-			b.TTL = lease.TTLDefault
-			if cl, err := lease.ReadCell(s, wave, cell); err == nil && cl.Lease != nil {
-				b.TTL = cl.Lease.TTLSeconds
-			}
-		}
-		return &ledger.Draft{Kind: chain.KindRenew, Body: b}, nil
-	})
+	ap, err := c.appendStep(handStep{Op: OpRenew, repeatedSteps: repeatedSteps{Renew: &lease.RenewBody{EpochBody: lease.EpochBody{CellRef: ref, Epoch: epoch}, TTL: ttl}}})
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +318,21 @@ func (c *Client) Renew(wave, cell string, epoch int64, ttl int) (*LeaseResult, e
 
 // Release gives a cell back (pending again, epoch kept).
 func (c *Client) Release(wave, cell string, epoch int64) (*Appended, error) {
-	return c.simple("release", lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch})
+	ap, err := c.appendStep(handStep{Op: OpRelease, repeatedSteps: repeatedSteps{Release: &lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}}})
+	if err != nil {
+		return nil, err
+	}
+	r := appendedOf(ap)
+	return &r, nil
+}
+
+// appendStep appends the one step st (appendSteps).
+func (c *Client) appendStep(st handStep) (*ledger.Appended, error) {
+	aps, err := c.appendSteps([]handStep{st})
+	if err != nil {
+		return nil, err
+	}
+	return aps[0], nil
 }
 
 // Fail marks the actor's claimed cell failed.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tally-dev/tally/chain"
@@ -13,14 +15,26 @@ import (
 	"github.com/tally-dev/tally/ledger"
 )
 
-// Server sequencing of claim --next (FORMAT.md §9b): the client sends its
-// intent, the server decides the cell where the state is and appends the
-// claim itself through the same build (claimBuild) and the same append path
-// as a local claim.
+// Server sequencing (FORMAT.md §9b): the client sends its intent, the
+// server decides the entry where the state is and appends it itself through
+// the same build as a local append of that op (one step's build, handStep)
+// and the same append path: handed to the holder of the server's writer
+// lock when another request holds it (group commit, ledger.AppendHanded),
+// so requests that arrive together land as one batch.
 
-// OpClaimNext is the request op of claim --next (its ref is
-// ledger.RequestRef(OpClaimNext)).
-const OpClaimNext = "claim-next"
+// The ops a sequencer serves, each pushed to its request ref
+// (ledger.RequestRef(op)): the appends agents repeat.
+const (
+	OpClaimNext = "claim-next" // claim --next
+	OpRenew     = "renew"      // renew a cell's lease
+	OpRelease   = "release"    // give a cell back
+	OpLock      = "lock"       // lock path patterns, or renew locks held
+	OpUnlock    = "unlock"     // release path locks
+)
+
+// SequencedOps are the ops this version serves, as its offer lists them
+// (hooks.InstallSequencer).
+var SequencedOps = []string{OpClaimNext, OpLock, OpRelease, OpRenew, OpUnlock}
 
 // IntentVersion is the version of the intents this client sends: 2, whose
 // answer is the entry carrying the intent's nonce. A server from before it
@@ -29,20 +43,32 @@ const OpClaimNext = "claim-next"
 const IntentVersion = 2
 
 // Intent is a sequenced request, sent as its canonical JSON (RFC 8785) as
-// the message of a commit with the empty tree: the claim (NextClaim's
-// members), and Nonce, which makes every request a new commit. Have
-// (optional) is the client's verified tip of the server's ledger: the
-// server sends the entries after it with its answer (ledger.SendRange),
-// sparing the client a fetch; Sent (optional, with Have) is the newest form
-// of that range the client reads (absent: 1).
+// the message of a commit with the empty tree: the op, and its step
+// (NextClaim's members for claim-next, inline as version 1 had them; one
+// member named after the op for the others), and Nonce, which makes every
+// request a new commit. Have (optional) is the client's verified tip of the
+// server's ledger: the server sends the entries after it with its answer
+// (ledger.SendRange), sparing the client a fetch; Sent (optional, with
+// Have) is the newest form of that range the client reads (absent: 1).
 type Intent struct {
 	V     int    `json:"v"`
 	Op    string `json:"op"`
 	Actor string `json:"actor"`
-	NextClaim
+	*NextClaim
+	repeatedSteps
 	Have  string `json:"have,omitempty"`
 	Sent  int    `json:"sent,omitempty"`
 	Nonce string `json:"nonce"`
+}
+
+// step is the intent's step: the one member its op names, and no other
+// (USAGE otherwise).
+func (in *Intent) step() (handStep, error) {
+	st := handStep{Op: in.Op, Nonce: in.Nonce, Claim: in.NextClaim, repeatedSteps: in.repeatedSteps}
+	if !slices.Contains(SequencedOps, in.Op) || !st.only() {
+		return st, errs.New(errs.Usage, "the request's op %q does not come with its step alone (this server serves %s)", in.Op, strings.Join(SequencedOps, ", "))
+	}
+	return st, nil
 }
 
 // NextClaim is a claim of the next ready cell as an intent carries it (a
@@ -87,14 +113,31 @@ func (h IntentHolder) id() lease.HolderID {
 	return lease.HolderID{Host: h.Host, PID: h.PID, BootID: h.BootID, PIDNS: h.PIDNS, PIDStart: h.PIDStart}
 }
 
-// claimRequest is Claim of the next ready cell n through the remote's
-// sequencer.
-func (c *Client) claimRequest(n NextClaim) (*LeaseResult, error) {
-	if c.Actor == "" {
-		return nil, errs.New(errs.Usage, "no actor: pass --actor, set TALLY_ACTOR or git config user.email")
+// sequenced reports whether op goes to the remote's sequencer: the claim
+// path is sequenced and the remote serves op (ClaimPath). A clone's first
+// append fetches first: the fetch tells whether the remote offers a
+// sequencer, so even that append can use it.
+func (c *Client) sequenced(op string) (bool, error) {
+	path := c.ClaimPath()
+	if path.unknown {
+		if _, err := c.L.FetchRemote(c.Remote()); err != nil {
+			return false, err
+		}
+		path = c.ClaimPath()
 	}
-	self := n.Holder.id()
-	in := Intent{V: IntentVersion, Op: OpClaimNext, Actor: c.Actor, NextClaim: n, Nonce: ledger.NewNonce()}
+	return path.Path == PathSequenced && slices.Contains(path.Ops, op), nil
+}
+
+// request appends the step st through the remote's sequencer, as the
+// client's actor. Its entry is the one carrying the request's nonce, which
+// the server gives the entry it appends for it (the reported entry must be
+// it; when the server's answer is lost, it is looked for), by this actor,
+// of st's kind (made). The nonce, fresh for each request, tells two
+// requests of one process apart, and an old grant from one not yet
+// answered.
+func (c *Client) request(st handStep) (*ledger.Appended, error) {
+	st.Nonce = ledger.NewNonce()
+	in := Intent{V: IntentVersion, Op: st.Op, Actor: c.Actor, NextClaim: st.Claim, repeatedSteps: st.repeatedSteps, Nonce: st.Nonce}
 	intent := func(have gitstore.ObjectID, sent int) ([]byte, error) {
 		in.Have, in.Sent = "", 0
 		if !have.IsZero() {
@@ -105,26 +148,39 @@ func (c *Client) claimRequest(n NextClaim) (*LeaseResult, error) {
 		}
 		return chain.MarshalCanonical(in)
 	}
-	// This request's entry: the one carrying its nonce, which the server
-	// gives the entry it appends for it (the reported entry must be it;
-	// when the server's answer is lost, it is looked for), and which is this
-	// actor's claim --next recording this very process as its holder. The
-	// nonce, fresh for each request, tells two requests of one process
-	// apart, and an old grant from one not yet answered.
 	mine := func(a *ledger.Applied) bool {
+		return a.Entry.Nonce == in.Nonce && a.Entry.Actor == c.Actor && st.made(a)
+	}
+	return c.L.Request(c.Remote(), st.Op, intent, mine)
+}
+
+// made reports whether a is an entry st's build makes: of its kind, with
+// the effect the callers read (a lease granted, a lock granted), and for a
+// claim of the next ready cell, one recording st's holder.
+func (st *handStep) made(a *ledger.Applied) bool {
+	if a.Entry.Kind != st.kind() {
+		return false
+	}
+	switch st.Op {
+	case OpClaimNext:
 		b, ok := claimOf(a)
-		return ok && a.Entry.Nonce == in.Nonce && a.Entry.Actor == c.Actor && b.Next && b.Holder() == self
+		_, granted := a.Result.Effect.(*lease.Granted)
+		return ok && granted && b.Next && b.Holder() == st.Claim.Holder.id()
+	case OpRenew:
+		_, granted := a.Result.Effect.(*lease.Granted)
+		return granted
+	case OpLock:
+		_, granted := a.Result.Effect.(*lease.LockGrant)
+		return granted
 	}
-	ap, err := c.L.Request(c.Remote(), OpClaimNext, intent, mine)
-	if err != nil {
-		return nil, err
-	}
-	_, ok := claimOf(&ap.Applied)
-	_, isGrant := ap.Result.Effect.(*lease.Granted)
-	if !ok || !isGrant || ap.Entry.Actor != c.Actor {
-		return nil, errs.New(errs.RemoteRejected, "remote %s answered the request with entry %d, which is not a claim granted to %s", c.Remote(), ap.Entry.Seq, c.Actor)
-	}
-	return leaseResult(ap), nil
+	return true
+}
+
+// kind is the kind of the entry st appends (none for a served request:
+// its intent's step says).
+func (st *handStep) kind() chain.Kind {
+	return map[string]chain.Kind{opDone: chain.KindDone, OpClaimNext: chain.KindClaim, OpRenew: chain.KindRenew,
+		OpRelease: chain.KindRelease, OpLock: chain.KindLock, OpUnlock: chain.KindUnlock}[st.Op]
 }
 
 // claimOf is the claim body of an applied entry (ok false for other kinds).
@@ -140,24 +196,117 @@ func claimOf(a *ledger.Applied) (*lease.ClaimBody, bool) {
 // the request may append it (the server's pusher binding).
 type Guard func(s *ledger.Snapshot, actor string, kind chain.Kind) error
 
+// RequestGuard is the Guard of a request whose pusher the server named by
+// the variables pusher holds (name to value): what a request is judged
+// by, in whichever server process its entry is built.
+type RequestGuard func(pusher map[string]string) Guard
+
+// SetRequestGuard makes this client serve requests (ServeRequest), each
+// judged by guard. A client without one takes no request another server
+// process hands it: that process appends it itself.
+func (c *Client) SetRequestGuard(guard RequestGuard) { c.requestGuard = guard }
+
+// servedRequest is a request as the server process that read it hands it
+// to the holder of the ledger's writer lock (a step of op opServe): its op,
+// its intent as pushed, and the variables that name its pusher there.
+type servedRequest struct {
+	Op     string            `json:"op"`
+	Intent string            `json:"intent"`
+	Pusher map[string]string `json:"pusher,omitempty"`
+}
+
 // ServeRequest is the server's side of a request of op: it reads the
-// intent (canonical JSON of an Intent, else USAGE), and appends its entry to
-// this (the server's) ledger as the intent's actor, built by the same build
-// and appended by the same path as a local one, carrying the intent's
-// nonce, with guard checked on the very snapshot the entry is built on.
-// Then it writes to sent the range after the intent's have up to the new
-// entry, in the form the intent reads (ledger.SendRange; nothing for a have
-// this ledger does not lead from).
+// intent (parseIntent), and appends its entry to this (the server's) ledger
+// as the intent's actor, built by the same build as a local one of its op
+// (handStep.build), carrying the intent's nonce, with the guard of pusher
+// checked on the very snapshot the entry is built on (serveBuild). It goes
+// the same append path as a local one: handed to the writer lock's holder
+// when another request holds it, so that requests that arrive together
+// land as one batch. Then it writes to sent the range after the intent's
+// have up to the new entry, in the form the intent reads
+// (ledger.SendRange; nothing for a have this ledger does not lead from).
 //
 // It never signs for a requester: a server whose ledger signs what it
 // appends (a signing key from any source), or whose policy requires
 // signatures, refuses every request (SEQUENCER-SIGNS), and a request whose
 // nonce one of the ledger's last ledger.NonceWindow entries carries was
 // answered already (REQUEST-REPLAYED).
-func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer) (*ledger.Appended, error) {
+func (c *Client) ServeRequest(op string, raw []byte, pusher map[string]string, sent io.Writer) (*ledger.Appended, error) {
 	if err := c.ServesRequests(); err != nil {
 		return nil, err
 	}
+	req := &servedRequest{Op: op, Intent: string(raw), Pusher: pusher}
+	in, build, err := c.serveBuild(req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.appendHanded(in.Actor, []ledger.BuildFunc{build}, []handStep{{Op: opServe, Nonce: in.Nonce, Request: req}})
+	if err != nil {
+		return nil, err
+	}
+	// The entry has landed: a range that cannot be sent only costs the
+	// client its fetch.
+	have, _ := gitstore.ParseObjectID(in.Have)                // checked by parseIntent; zero when absent
+	c.L.SendRange(sent, have, out[0].Commit, max(in.Sent, 1)) // SendRange sends the newest form it knows up to it
+	return out[0], nil
+}
+
+// serveStep is the build of the served request req, handed by another
+// server process for actor: its intent's actor.
+func (c *Client) serveStep(req *servedRequest, actor string) (ledger.BuildFunc, error) {
+	in, build, err := c.serveBuild(req)
+	if err == nil && in.Actor != actor {
+		err = errs.New(errs.Usage, "a served request of actor %q handed as %q", in.Actor, actor)
+	}
+	return build, err
+}
+
+// serveBuild reads req's intent and returns it and the build of its entry:
+// its step's build (handStep.build), preceded, on the snapshot the entry is
+// built on, by the checks only a server makes: a policy that requires
+// signatures (SEQUENCER-SIGNS), the pusher binding (the guard of req's
+// pusher, for the intent's actor and its entry's kind), and the nonce
+// (REQUEST-REPLAYED).
+func (c *Client) serveBuild(req *servedRequest) (*Intent, ledger.BuildFunc, error) {
+	if c.requestGuard == nil {
+		return nil, nil, errs.New(errs.Internal, "this process does not serve requests")
+	}
+	in, err := parseIntent(req.Op, []byte(req.Intent))
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := in.step()
+	if err != nil {
+		return nil, nil, err
+	}
+	build, err := st.build(c.L, in.Actor, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	guard := c.requestGuard(req.Pusher)
+	return in, func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		if err := unsignedPolicy(s); err != nil {
+			return nil, err
+		}
+		if err := guard(s, in.Actor, st.kind()); err != nil {
+			return nil, err
+		}
+		if seq, seen, err := s.AnsweredNonce(in.Nonce); err != nil || seen {
+			if err == nil {
+				err = errs.New(errs.RequestReplayed, "entry %d already answers a request with nonce %s", seq, in.Nonce).With("seq", seq)
+			}
+			return nil, err
+		}
+		return build(s, now)
+	}, nil
+}
+
+// parseIntent reads the intent of a request pushed as op: canonical JSON
+// of an Intent of version 1 or 2 (1 for claim-next only) whose op is op,
+// with no member it does not know, its nonce 32 lowercase hex digits, its
+// have (if any) 40, its sent (if any) a range form above 1 beside a have;
+// USAGE otherwise.
+func parseIntent(op string, raw []byte) (*Intent, error) {
 	canon, err := chain.Canonicalize(raw)
 	if err != nil || !bytes.Equal(canon, raw) {
 		return nil, errs.New(errs.Usage, "the request is not canonical JSON")
@@ -168,53 +317,22 @@ func (c *Client) ServeRequest(op string, raw []byte, guard Guard, sent io.Writer
 	if err := dec.Decode(&in); err != nil {
 		return nil, errs.New(errs.Usage, "the request is not an intent: %v", err)
 	}
-	if (in.V != 1 && in.V != IntentVersion) || in.Op != op || op != OpClaimNext {
-		return nil, errs.New(errs.Usage, "unsupported request: version %d, op %q pushed as %q (this server serves %s, versions 1 and %d)", in.V, in.Op, op, OpClaimNext, IntentVersion)
+	if (in.V != IntentVersion && (in.V != 1 || op != OpClaimNext)) || in.Op != op || !slices.Contains(SequencedOps, op) {
+		return nil, errs.New(errs.Usage, "unsupported request: version %d, op %q pushed as %q (this server serves %s, version %d, and version 1 of %s)",
+			in.V, in.Op, op, strings.Join(SequencedOps, ", "), IntentVersion, OpClaimNext)
 	}
 	if !chain.IsLowerHex(in.Nonce, 32) {
 		return nil, errs.New(errs.Usage, "the request's nonce %q is not 32 lowercase hex digits", in.Nonce)
 	}
-	var have gitstore.ObjectID
 	if in.Have != "" {
-		if have, err = gitstore.ParseObjectID(in.Have); err != nil || have.String() != in.Have || have.IsZero() {
+		if have, err := gitstore.ParseObjectID(in.Have); err != nil || have.String() != in.Have || have.IsZero() {
 			return nil, errs.New(errs.Usage, "the request's have %q is not 40 lowercase hex digits", in.Have)
 		}
 	}
-	form := 1
-	switch {
-	case in.Sent != 0 && (in.Have == "" || in.Sent < 2):
+	if in.Sent != 0 && (in.Have == "" || in.Sent < 2) {
 		return nil, errs.New(errs.Usage, "the request's sent %d is not a range form above 1 beside a have", in.Sent)
-	case in.Sent != 0:
-		form = in.Sent // SendRange sends the newest it knows up to it
 	}
-	build := in.NextClaim.build()
-	out, err := c.L.AppendBatch(in.Actor, []ledger.BuildFunc{func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
-		if err := unsignedPolicy(s); err != nil {
-			return nil, err
-		}
-		if err := guard(s, in.Actor, "claim"); err != nil {
-			return nil, err
-		}
-		if seq, seen, err := s.AnsweredNonce(in.Nonce); err != nil || seen {
-			if err == nil {
-				err = errs.New(errs.RequestReplayed, "entry %d already answers a request with nonce %s", seq, in.Nonce).With("seq", seq)
-			}
-			return nil, err
-		}
-		d, err := build(s, now)
-		if err != nil {
-			return nil, err
-		}
-		d.Nonce = in.Nonce // the requester accepts only the entry carrying it
-		return d, nil
-	}})
-	if err != nil {
-		return nil, err
-	}
-	// The entry has landed: a range that cannot be sent only costs the
-	// client its fetch.
-	c.L.SendRange(sent, have, out[0].Commit, form)
-	return out[0], nil
+	return &in, nil
 }
 
 // ServesRequests refuses to serve requests where this server's ledger

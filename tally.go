@@ -60,6 +60,9 @@ type Client struct {
 	src   ledger.Source
 	host  string
 	seen  *Verified // the state the last view read, verified
+	// requestGuard, when set, makes this client serve sequenced requests
+	// (SetRequestGuard).
+	requestGuard RequestGuard
 }
 
 // ClaimPath says how a client's claim --next reaches the ledger (Path: one
@@ -67,6 +70,10 @@ type Client struct {
 type ClaimPath struct {
 	Path string `json:"path"`
 	Why  string `json:"why"`
+	// Ops are, on the sequenced path, the ops sent to the sequencer (the
+	// others are compare-and-swap pushes): those of SequencedOps the
+	// remote's offer lists, or claim --next alone where it lists none.
+	Ops []string `json:"ops,omitempty"`
 	// unknown: the clone has not fetched the remote's ledger yet, so
 	// whether it offers a sequencer is not known (a claim fetches first).
 	unknown bool
@@ -79,7 +86,8 @@ const (
 	PathCAS       = "compare-and-swap" // an entry pushed with a compare-and-swap
 )
 
-// ClaimPath is how this client's claim --next reaches the ledger, and why,
+// ClaimPath is how this client's claim --next (and the other ops of
+// SequencedOps the remote serves) reaches the ledger, and why,
 // as of now: a fetch may have brought the remote's offer since Open.
 func (c *Client) ClaimPath() ClaimPath {
 	return claimPath(c.L, c.L.Repo.Config(), c.Remote(), c.L.Signs())
@@ -97,15 +105,33 @@ func claimPath(l *ledger.Ledger, cfg *gitstore.Config, remote string, signs bool
 	case signs:
 		return ClaimPath{Path: PathCAS, Why: "this clone signs its entries, which a sequencer cannot do for it"}
 	case set && gitTrue(v):
-		return ClaimPath{Path: PathSequenced, Why: ledger.SequencerConfig + " is true"}
+		return ClaimPath{Path: PathSequenced, Why: ledger.SequencerConfig + " is true", Ops: servedOps(l, remote)}
 	case set:
 		return ClaimPath{Path: PathCAS, Why: ledger.SequencerConfig + " is " + v}
 	case l.OffersSequencer(remote):
-		return ClaimPath{Path: PathSequenced, Why: "remote " + remote + " offers a sequencer (" + ledger.SequencerRef + "); " + ledger.SequencerConfig + "=false opts out"}
+		return ClaimPath{Path: PathSequenced, Why: "remote " + remote + " offers a sequencer (" + ledger.SequencerRef + "); " + ledger.SequencerConfig + "=false opts out", Ops: servedOps(l, remote)}
 	case !l.Fetched(remote):
 		return ClaimPath{Path: PathCAS, Why: "not known yet whether remote " + remote + " offers a sequencer: this clone has not fetched its ledger", unknown: true}
 	}
 	return ClaimPath{Path: PathCAS, Why: "remote " + remote + " offers no sequencer (no " + ledger.SequencerRef + " when this clone last fetched)"}
+}
+
+// servedOps are the ops remote's sequencer serves that this version sends:
+// those of SequencedOps its offer lists, claim --next alone where it lists
+// none (an offer from before the list, or none: a server sequencing by
+// tally.sequencer=true here serves claim --next at least).
+func servedOps(l *ledger.Ledger, remote string) []string {
+	listed := l.OfferedOps(remote)
+	if listed == nil {
+		return []string{OpClaimNext}
+	}
+	ops := []string{}
+	for _, op := range SequencedOps {
+		if slices.Contains(listed, op) {
+			ops = append(ops, op)
+		}
+	}
+	return ops
 }
 
 // gitTrue reports whether v is one of git's spellings of true.
@@ -172,7 +198,8 @@ func Open(dir string, opt Options) (*Client, error) {
 		}
 		trust = anchor.Trust(keys)
 	}
-	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain, Trust: trust, Intents: decodeIntent})
+	c := &Client{Actor: actor, host: host}
+	l, err := ledger.New(repo, ledger.Options{Namespace: opt.Namespace, Now: opt.Now, Signer: signer, Maintain: opt.Maintain, Trust: trust, Intents: c.decodeIntent})
 	if err != nil {
 		repo.Close()
 		return nil, err
@@ -181,11 +208,11 @@ func Open(dir string, opt Options) (*Client, error) {
 	if remote == "" && !opt.Local {
 		remote, _ = cfg.Value("tally.remote")
 	}
-	src := l.Local()
+	c.L, c.src = l, l.Local()
 	if remote != "" {
-		src = l.RemoteSource(remote)
+		c.src = l.RemoteSource(remote)
 	}
-	return &Client{L: l, Actor: actor, src: src, host: host}, nil
+	return c, nil
 }
 
 // loadSigner reads a signing key named like git's user.signingkey: a path,

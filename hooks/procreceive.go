@@ -163,30 +163,50 @@ func PusherGuard(env Env) func(s *ledger.Snapshot, actor string, kind chain.Kind
 	}
 }
 
-// PusherMayRequest is the pusher binding's judgment of a request before it
-// is read (FORMAT.md §9b): on the ledger's tip, while pushers are bound, a
-// request needs a pusher (PUSHER-UNKNOWN) bound to some actor
-// (PUSHER-DENIED), so a pusher who may append nothing costs the server
-// nothing more. PusherGuard judges the intent's actor later, on the tip its
-// entry is built on.
-func PusherMayRequest(l *ledger.Ledger, env Env) error {
+// RequestPusher is the pusher binding's judgment of a request before it
+// is read (FORMAT.md §9b), and the pusher its entry is judged by: on the
+// ledger's tip, while pushers are bound, a request needs a pusher
+// (PUSHER-UNKNOWN) bound to some actor (PUSHER-DENIED), so a pusher who
+// may append nothing costs the server nothing more. PusherGuard judges the
+// intent's actor later, on the tip its entry is built on, in whichever
+// server process builds it, from the variables returned here (those that
+// name a pusher under that policy, with env's values; EnvOf): a policy
+// that names another variable by then finds no pusher (PUSHER-UNKNOWN).
+func RequestPusher(l *ledger.Ledger, env Env) (map[string]string, error) {
 	s, err := l.Head()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, err := lease.ReadPolicy(s)
-	if err != nil || !p.PushersBound() {
-		return err
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{}
+	for _, v := range pusherVars(p.PusherVar) {
+		if val, ok := env(v); ok {
+			vars[v] = val
+		}
+	}
+	if !p.PushersBound() {
+		return vars, nil
 	}
 	pusher, known := IdentifyPusher(env, p.PusherVar)
 	if !known {
-		return errs.New(errs.PusherUnknown, "pushers are bound by the policy, but the server named no pusher (none of %s is set)",
+		return nil, errs.New(errs.PusherUnknown, "pushers are bound by the policy, but the server named no pusher (none of %s is set)",
 			strings.Join(pusherVars(p.PusherVar), ", "))
 	}
 	if len(p.Pushers[pusher.Name]) == 0 {
-		return errs.New(errs.PusherDenied, "pusher %s (%s) may not push entries of any actor", pusher.Name, pusher.Var).With("pusher", pusher.Name)
+		return nil, errs.New(errs.PusherDenied, "pusher %s (%s) may not push entries of any actor", pusher.Name, pusher.Var).With("pusher", pusher.Name)
 	}
-	return nil
+	return vars, nil
+}
+
+// EnvOf is the Env of the variables vars holds.
+func EnvOf(vars map[string]string) Env {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
 }
 
 // SequencerHook is the hook that serves requests.
@@ -209,7 +229,7 @@ type Sequencer struct {
 // another proc-receive hook is there (Gitea's AGit flow, for example) or the
 // repository is GitLab's (Gitaly runs its own proc-receive and ignores
 // hooks/).
-func InstallSequencer(repo *gitstore.Repo, tallyPath string) (*Sequencer, error) {
+func InstallSequencer(repo *gitstore.Repo, tallyPath string, ops []string) (*Sequencer, error) {
 	loc := locations(repo, SequencerHook)[2]
 	if isDir(filepath.Join(repo.CommonDir, "custom_hooks")) {
 		return &Sequencer{Skipped: "GitLab (custom_hooks/): Gitaly runs its own proc-receive; clients keep compare-and-swap"}, nil
@@ -233,23 +253,20 @@ func InstallSequencer(repo *gitstore.Repo, tallyPath string) (*Sequencer, error)
 			return nil, errs.Wrap(errs.Internal, err, "git config --add %s", ProcReceiveConfig)
 		}
 	}
-	if err := offerSequencer(repo); err != nil {
+	if err := offerSequencer(repo, ops); err != nil {
 		return nil, err
 	}
 	return &Sequencer{Shim: loc.Path, Refs: ledger.RequestPrefix, Offer: ledger.SequencerRef}, nil
 }
 
-// sequencerOffer is the message of the commit ledger.SequencerRef names:
-// its presence is the offer, the text is for whoever looks.
-const sequencerOffer = "tally sequencer\n\nThis repository serves tally's sequenced requests (intent versions 1 and 2,\nFORMAT.md section 9b). Clones fetch this ref with the ledger and send claim --next\nas a request unless git config tally.sequencer is false.\n"
-
 // offerSequencer writes ledger.SequencerRef: a commit with the empty tree
-// and sequencerOffer as its message, the same commit in every repository.
-func offerSequencer(repo *gitstore.Repo) error {
+// and ledger.SequencerOffer(ops) as its message, the same commit in every
+// repository whose sequencer serves ops.
+func offerSequencer(repo *gitstore.Repo, ops []string) error {
 	pw := gitstore.NewPackWriter()
 	tree := pw.Add(gitstore.TreeObject, nil)
 	who := gitstore.Ident{Name: "tally", Email: "tally", When: 0, TZ: "+0000"}
-	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: sequencerOffer}).Encode())
+	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: ledger.SequencerOffer(ops)}).Encode())
 	if _, err := pw.WriteTo(repo.ObjectDir); err != nil {
 		return errs.Wrap(errs.Internal, err, "writing %s", ledger.SequencerRef)
 	}

@@ -70,7 +70,7 @@ func (a *app) hooksCmd() *cobra.Command {
 				var seq *hooks.Sequencer
 				var settings *hooks.ServerConfig
 				if server {
-					if seq, err = hooks.InstallSequencer(c.L.Repo, bin); err != nil {
+					if seq, err = hooks.InstallSequencer(c.L.Repo, bin, tally.SequencedOps); err != nil {
 						return err
 					}
 					out["sequencer"] = seq
@@ -286,6 +286,11 @@ func (a *app) hookCmd() *cobra.Command {
 				// does not load, among others) still answers the protocol:
 				// each request is refused with why, never lost.
 				c, err := a.client(false)
+				if err == nil {
+					c.SetRequestGuard(func(pusher map[string]string) tally.Guard {
+						return tally.Guard(hooks.PusherGuard(hooks.EnvOf(pusher)))
+					})
+				}
 				return hooks.ProcReceive(cmd.InOrStdin(), a.stdout, func(u hooks.Update) hooks.Answer {
 					if err != nil {
 						return hooks.Refusal(err)
@@ -377,7 +382,8 @@ func serveRequest(c *tally.Client, u hooks.Update, sent io.Writer) hooks.Answer 
 	if err := c.ServesRequests(); err != nil {
 		return hooks.Refusal(err)
 	}
-	if err := hooks.PusherMayRequest(c.L, os.LookupEnv); err != nil {
+	pusher, err := hooks.RequestPusher(c.L, os.LookupEnv)
+	if err != nil {
 		return hooks.Refusal(err)
 	}
 	db, err := c.L.Repo.Objects()
@@ -392,7 +398,7 @@ func serveRequest(c *tally.Client, u hooks.Update, sent io.Writer) hooks.Answer 
 	if err != nil {
 		return hooks.Refusal(errs.Wrap(errs.Usage, err, "reading the request %s", u.New))
 	}
-	ap, err := c.ServeRequest(op, []byte(intent.Message), tally.Guard(hooks.PusherGuard(os.LookupEnv)), sent)
+	ap, err := c.ServeRequest(op, []byte(intent.Message), pusher, sent)
 	if err != nil {
 		return hooks.Refusal(err)
 	}

@@ -33,6 +33,11 @@ func TestRemoteDeadHolderRefused(t *testing.T) {
 			c := newNetCluster(t, kind, at(2*time.Hour)...) // the server's clock is ahead of every entry
 			seed := c.seeded("w", 3)
 			a, b := c.clone("agent-a"), c.clone("agent-b")
+			for _, d := range []string{a, b} {
+				// Compare-and-swap: each entry carries its clone's clock, which
+				// this test moves; the server's sequencer would stamp its own.
+				testrepo.Git(t, d, "config", "tally.sequencer", "false")
+			}
 			gone := exec.Command("true")
 			if err := gone.Run(); err != nil { // started and reaped: its pid is free
 				t.Fatal(err)

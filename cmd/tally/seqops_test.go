@@ -1,0 +1,206 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally"
+	"github.com/tally-dev/tally/chain"
+	"github.com/tally-dev/tally/hooks"
+	"github.com/tally-dev/tally/internal/gitserver"
+	"github.com/tally-dev/tally/internal/testrepo"
+	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/ledger"
+)
+
+// TestSequencedOps: a new clone of a server whose offer lists the ops
+// (FORMAT.md §9b) sends renew, release, lock and unlock to the sequencer as
+// it sends claim --next: no ledger update is pushed, the server's ledger
+// holds each entry, by its actor, and a refusal comes back with the rule's
+// code and details. Against an offer from before the list, claim --next
+// alone is sequenced and the others push compare-and-swap.
+func TestSequencedOps(t *testing.T) {
+	t.Parallel()
+	c := newNetCluster(t, gitserver.GitDaemon)
+	c.seeded("ops", 2)
+	a, b := c.clone("agent-a"), c.clone("agent-b")
+	pushed := pushedLedgerUpdates(t, c.bare) // init and plan
+	remote := func(args ...string) []string { return append([]string{"--remote", "origin"}, args...) }
+
+	claim := c.ok(a, "A", nil, remote("claim", "--next")...)
+	epoch := fmt.Sprint(obj(t, claim, "lease")["epoch"])
+	c.ok(a, "A", nil, remote("renew", "ops/c000", "--epoch", epoch, "--ttl", "20m")...)
+	c.refused(2, "EPOCH-MISMATCH", a, "A", nil, remote("renew", "ops/c000", "--epoch", "7")...)
+	locked := c.ok(a, "A", nil, remote("lock", "src/x/**", "--ttl", "10m")...)
+	lockEpoch := fmt.Sprint(arr(t, locked, "locks")[0].(map[string]any)["epoch"])
+	held := c.refused(1, "LEASE-HELD", b, "B", nil, remote("lock", "src/x/**")...)
+	if held.ErrorField("holder") != "A" || held.ErrorField("requested") != "src/x/**" {
+		t.Fatalf("a sequenced lock's refusal lost its details: %s", held)
+	}
+	c.ok(a, "A", nil, remote("lock", "src/x/**", "--epoch", lockEpoch)...)
+	c.ok(a, "A", nil, remote("unlock", "src/x/**", "--epoch", lockEpoch)...)
+	c.ok(a, "A", nil, remote("release", "ops/c000", "--epoch", epoch)...)
+	if n := pushedLedgerUpdates(t, c.bare); n != pushed {
+		t.Fatalf("%d ledger updates were pushed, want %d: an op went compare-and-swap", n, pushed)
+	}
+	var kinds []string
+	for _, e := range netLedger(t, c.bare) {
+		if e.Actor == "A" {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if want := []string{"claim", "renew", "lock", "lock", "unlock", "release"}; !slices.Equal(kinds, want) {
+		t.Fatalf("the server's ledger holds %v, want %v", kinds, want)
+	}
+	ops := func(dir string) []any {
+		claims, _ := c.ok(dir, "B", nil, remote("status")...)["claims"].(map[string]any)
+		got, _ := claims["ops"].([]any)
+		return got
+	}
+	if got := fmt.Sprint(ops(b)); got != fmt.Sprint(tally.SequencedOps) {
+		t.Fatalf("status says the sequenced ops are %s, want %v", got, tally.SequencedOps)
+	}
+
+	// An offer without the list, as a server from before it wrote.
+	tree := strings.TrimSpace(testrepo.Git(t, c.bare, "rev-parse", ledger.SequencerRef+"^{tree}"))
+	old := strings.TrimSpace(testrepo.Git(t, c.bare, "commit-tree", tree, "-m", "tally sequencer"))
+	testrepo.Git(t, c.bare, "update-ref", ledger.SequencerRef, old)
+	if got := fmt.Sprint(ops(b)); got != "[claim-next]" {
+		t.Fatalf("status after an offer without the list says the sequenced ops are %s", got)
+	}
+	claim = c.ok(b, "B", nil, remote("claim", "--next")...)
+	if n := pushedLedgerUpdates(t, c.bare); n != pushed {
+		t.Fatalf("claim --next was pushed (%d updates), want it sequenced", n)
+	}
+	c.ok(b, "B", nil, remote("renew", fmt.Sprint(claim["wave"], "/", claim["cell"]), "--epoch", fmt.Sprint(obj(t, claim, "lease")["epoch"]))...)
+	if n := pushedLedgerUpdates(t, c.bare); n != pushed+1 {
+		t.Fatalf("%d ledger updates were pushed, want %d: a server that did not list renew got it as a request", n, pushed+1)
+	}
+}
+
+// TestSequencedBatch: requests that arrive while another server process
+// holds the ledger's writer lock are handed to it and land as one batch
+// (one pack), each judged by its own pusher, not by the holder's: the
+// holder here is this test's process, which names no pusher at all.
+// Through smart HTTP with basic auth (REMOTE_USER) and pushers bound,
+// admin's request for alice and bob's own land; bob's for alice is
+// PUSHER-DENIED, and the others of the batch land all the same.
+func TestSequencedBatch(t *testing.T) {
+	for _, v := range hooks.PusherVars {
+		if _, set := os.LookupEnv(v); set {
+			t.Skipf("%s is set in the test's environment: the holder would name a pusher", v)
+		}
+	}
+	root := t.TempDir()
+	bare := gitserver.NewBare(t, root, "shared.git")
+	t.Cleanup(func() { testrepo.WaitCompaction(t, bare) })
+	pw := map[string]string{"admin": "pw-admin", "bob": "pw-bob"}
+	base := gitserver.HTTPAuth(t, root, pw)
+	c := &pusherCluster{netCluster: &netCluster{t: t, kind: gitserver.SmartHTTP, bare: bare, bin: testrepo.Tally(t)}, urls: map[string]string{}}
+	for user, pass := range pw {
+		c.urls[user] = strings.Replace(base, "http://", "http://"+user+":"+pass+"@", 1) + "/shared.git"
+	}
+	c.url = c.urls["admin"]
+	seed := c.as("admin").clone("seed")
+	c.ok(seed, "admin", nil, "--remote", "origin", "init")
+	c.ok(seed, "admin", nil, "--remote", "origin", "plan", netPlan(t, seed, "batch", 4, nil))
+	c.ok(seed, "admin", nil, "--remote", "origin", "policy", "set-pushers", "admin=*", "bob=bob")
+	requests := []struct{ who, actor, code string }{{"admin", "alice", ""}, {"bob", "bob", ""}, {"bob", "alice", "PUSHER-DENIED"}}
+	dirs := make([]string, len(requests))
+	for i, r := range requests {
+		dirs[i] = c.as(r.who).clone(fmt.Sprintf("%s-as-%s", r.who, r.actor))
+		c.ok(dirs[i], r.actor, nil, "--remote", "origin", "status") // fetched: the offer is known, the claim a request
+	}
+
+	holder, err := tally.Open(bare, tally.Options{Actor: "holder", Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.L.WaitMaintenance(); holder.Close() })
+	holder.SetRequestGuard(func(pusher map[string]string) tally.Guard { return tally.Guard(hooks.PusherGuard(hooks.EnvOf(pusher))) })
+	proceed, held := make(chan struct{}), make(chan *ledger.Appended, 1)
+	go func() {
+		ap, err := holder.L.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			<-proceed // the lock is held and the socket bound: the requests are handed over
+			return &ledger.Draft{Kind: chain.KindNote, Body: lease.NoteBody{Text: "holder's own"}}, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		held <- ap
+	}()
+	socket := testrepo.HandoverSocket(bare)
+	testrepo.AwaitSockets(t, socket, 1)
+	results := make([]chan testrepo.Result, len(requests))
+	for i, r := range requests {
+		results[i] = make(chan testrepo.Result, 1)
+		go func() { results[i] <- netRun(c.bin, dirs[i], r.actor, nil, "--remote", "origin", "claim", "--next") }()
+	}
+	testrepo.AwaitSockets(t, socket, 1+len(requests))
+	close(proceed)
+	own := <-held
+
+	var granted []string
+	for i, r := range requests {
+		p := <-results[i]
+		if r.code != "" {
+			if p.Code != 2 || p.ErrorCode() != r.code {
+				t.Fatalf("%s's request as %s: %s, want %s", r.who, r.actor, p, r.code)
+			}
+			continue
+		}
+		if p.Code != 0 {
+			t.Fatalf("%s's request as %s: %s", r.who, r.actor, p)
+		}
+		granted = append(granted, p.JSON["commit"].(string))
+	}
+	packOf := packsOf(t, bare)
+	batch := packOf[granted[0]]
+	for _, commit := range granted {
+		if packOf[commit] != batch || batch == "" {
+			t.Fatalf("the granted entries %v lie in packs %s and %s, want one batch's (the holder's in %s)", granted, batch, packOf[commit], packOf[own.Commit.String()])
+		}
+	}
+	if packOf[own.Commit.String()] == batch {
+		t.Fatalf("the holder's own entry lies in the batch's pack %s: the requests were not handed over", batch)
+	}
+	if rep, err := holder.L.Verify(true); err != nil {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}
+
+// packsOf maps each object of the packs of the repository at gitDir to
+// its pack's name.
+func packsOf(t *testing.T, gitDir string) map[string]string {
+	t.Helper()
+	idxs, err := filepath.Glob(filepath.Join(gitDir, "objects", "pack", "*.idx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]string{}
+	for _, idx := range idxs {
+		f, err := os.Open(idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("git", "show-index")
+		cmd.Stdin = f
+		out, err := cmd.Output()
+		f.Close()
+		if err != nil {
+			t.Fatalf("git show-index %s: %v", idx, err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 {
+				in[f[1]] = filepath.Base(idx)
+			}
+		}
+	}
+	return in
+}
