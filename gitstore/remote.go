@@ -241,7 +241,13 @@ type RefPair struct{ Ref, Tracking string }
 // has into its tracking ref. git fails a whole fetch for an exact ref the
 // remote lacks, so an optional ref is asked for as the pattern "Ref*" (into
 // "Tracking*"), which may match nothing: remote refs that merely start with
-// Ref land beside its tracking ref, and are never read.
+// Ref land beside its tracking ref, and are never read. An optional ref
+// the remote no longer has loses its tracking ref (--prune, which prunes
+// only the destinations of the refspecs given here: "Tracking*" and this
+// process's scratch ref, never the ledger's tracking ref or another
+// process's scratch ref; and --no-prune-tags, so that refs/tags/* is not
+// pruned whatever fetch.pruneTags and remote.<name>.pruneTags say): a
+// withdrawn offer (a server's uninstalled sequencer) is not kept forever.
 //
 // The fetch writes only the refs named here (--refmap= keeps a configured
 // remote.<name>.fetch from updating other refs, the ledger's among them),
@@ -295,7 +301,7 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 		args = append(args, "-c", "fetch.negotiationAlgorithm=noop")
 	}
 	args = append(args, "fetch", "--quiet", "--no-tags",
-		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--no-prune",
+		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--prune", "--no-prune-tags",
 		"--no-show-forced-updates", "--refmap=")
 	if depth > 0 {
 		args = append(args, "--depth="+strconv.Itoa(depth))
