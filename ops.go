@@ -176,7 +176,18 @@ func (c *Client) Claim(o ClaimOptions) (*LeaseResult, error) {
 			path = c.ClaimPath()
 		}
 		if path.Path == PathSequenced {
-			return c.claimRequest(n)
+			granted, err := c.claimRequest(n)
+			if !path.offered || !errs.Is(err, errs.SequencerAbsent) {
+				return granted, err
+			}
+			// The offer was stale: the server no longer sequences, and
+			// refused the request before anything was appended
+			// (SEQUENCER-ABSENT says so, ledger.Request), so the claim
+			// goes by compare-and-swap, once. The fetch drops the
+			// withdrawn offer, and with it the next claim's request.
+			if _, err := c.L.FetchRemote(c.Remote()); err != nil {
+				return nil, err
+			}
 		}
 		aps, err := c.appendSteps([]handStep{{Op: OpClaimNext, Claim: &n}})
 		if err != nil {

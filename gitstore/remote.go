@@ -424,9 +424,10 @@ func (r *Repo) syncNewPacks(before map[string]bool) error {
 	return nil
 }
 
-// PushRef moves ref on the remote from old (zero: must not exist) to new,
-// sending the objects new needs, with
-// `git push --porcelain --force-with-lease=<ref>:<old> <remote> <new>:<ref>`.
+// PushRef moves ref on the remote from old (zero: must not exist) to new
+// (zero: deletes it), sending the objects new needs, with
+// `git push --porcelain --force-with-lease=<ref>:<old> <remote> <new>:<ref>`
+// (`:<ref>` for a deletion).
 // It returns nil only when git reports the update applied (receive-pack's
 // report-status said ok for ref, or the remote already held new), a
 // *RefMovedError (wrapping ErrRefChanged) when nothing was sent because the
@@ -455,12 +456,16 @@ func (r *Repo) PushRefShowing(remote, ref string, old, new ObjectID, progress io
 	if !old.IsZero() {
 		expect = old.String()
 	}
+	src := new.String()
+	if new.IsZero() {
+		src = ""
+	}
 	args := []string{"push", "--porcelain", "--no-verify", "--no-signed",
 		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}
 	var out []byte
 	err := retryDropped(connectRetryBudget, unsentPush, func() error {
 		var err error
-		out, err = r.remoteGitShowing(remote, progress, args, new.String()+":"+ref)
+		out, err = r.remoteGitShowing(remote, progress, args, src+":"+ref)
 		return err
 	})
 	flag, summary, found := porcelainStatus(string(out), ref)
