@@ -2,6 +2,10 @@ package gitstore
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -76,5 +80,79 @@ func TestFetchPrunesWithdrawnOptionalRef(t *testing.T) {
 	s.fetch(t)
 	if !s.has(t, "refs/remotes/o/tally/sequencer") {
 		t.Fatal("an optional ref offered again was not fetched")
+	}
+}
+
+// TestFetchSweepsScratchOfGoneProcesses: the scratch refs a killed fetch
+// leaves behind (<tracking>.fetch-…) are deleted by the next fetch that
+// lands when their process is gone — a child this test started and
+// reaped, loose or packed, named as now or as before process tables — and
+// kept when it lives (this test's own process) or belongs to another
+// process table (another container's or host's pid, which means nothing
+// here).
+func TestFetchSweepsScratchOfGoneProcesses(t *testing.T) {
+	s := newFetchSite(t)
+	child := exec.Command("git", "--version")
+	if err := child.Run(); err != nil { // run and reaped: its pid is gone
+		t.Fatal(err)
+	}
+	dead := child.Process.Pid
+	tracking := "refs/remotes/o/tally/ledger"
+	table, ok := scratchTable()
+	if !ok {
+		t.Skip("this process's process table cannot be named here: no sweep")
+	}
+	named := func(pid int, table string) string {
+		return fmt.Sprintf("%s.fetch-%d-%s-0000002a", tracking, pid, table)
+	}
+	legacyDead := fmt.Sprintf("%s.fetch-%d", tracking, dead)
+	foreignDead := named(dead, "ffffffff")
+	if table == "ffffffff" {
+		foreignDead = named(dead, "00000000")
+	}
+	s.clone.git(nil, "update-ref", legacyDead, "HEAD")
+	s.clone.git(nil, "update-ref", foreignDead, "HEAD")
+	s.clone.git(nil, "pack-refs", "--all", "--prune")
+	looseDead, live := named(dead, table), named(os.Getpid(), table)
+	s.clone.git(nil, "update-ref", looseDead, "HEAD")
+	s.clone.git(nil, "update-ref", live, "HEAD")
+
+	s.fetch(t)
+	for _, ref := range []string{legacyDead, looseDead} {
+		if s.has(t, ref) {
+			t.Errorf("%s (pid %d, gone) was kept", ref, dead)
+		}
+	}
+	for _, ref := range []string{live, foreignDead} {
+		if !s.has(t, ref) {
+			t.Errorf("%s was deleted: its process lives, or is another process table's", ref)
+		}
+	}
+	if left := string(s.clone.git(nil, "for-each-ref", "--format=%(refname)", tracking+".fetch-*")); strings.Count(left, "\n") != 2 {
+		t.Errorf("scratch refs after the fetch:\n%s\nwant only %s and %s (the fetch's own is deleted)", left, live, foreignDead)
+	}
+}
+
+// BenchmarkSweepScratchNothingStale: what every fetch that lands pays for
+// the sweep when nothing is left behind, in a clone whose packed-refs
+// holds 10,000 refs (the search of packed-refs and the read of the
+// tracking ref's directory; no git process runs).
+func BenchmarkSweepScratchNothingStale(b *testing.B) {
+	g := odbNewRepo(b)
+	g.git(nil, "commit", "-q", "--allow-empty", "-m", "a")
+	var refs strings.Builder
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&refs, "create refs/heads/branch-%05d HEAD\n", i)
+	}
+	g.git([]byte(refs.String()), "update-ref", "--stdin")
+	g.git(nil, "update-ref", "refs/remotes/o/tally/ledger", "HEAD")
+	g.git(nil, "pack-refs", "--all", "--prune")
+	r, err := Open(g.dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.sweepScratch("refs/remotes/o/tally/ledger")
 	}
 }

@@ -286,12 +286,14 @@ func (r *Repo) FetchRefFresh(remote string, depth int, ref, tracking string, opt
 // fetchRef is FetchRefDepth, offering the server the repository's commits as
 // haves only when haves is set.
 //
-// The fetch lands in a ref of this process's (scratch) and tracking moves
-// after it, forward only (landFetched): processes in the worktrees of one
-// clone share tracking, and git's forced update would let a fetch whose
-// advertisement came before another's move it back when it lands later.
+// The fetch lands in a ref of this process's (scratch, scratchName) and
+// tracking moves after it, forward only (landFetched): processes in the
+// worktrees of one clone share tracking, and git's forced update would let
+// a fetch whose advertisement came before another's move it back when it
+// lands later. A fetch that lands also deletes the scratch refs that
+// killed processes left (sweepScratch).
 func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking string, optional ...RefPair) (ObjectID, error) {
-	scratch := tracking + ".fetch-" + strconv.Itoa(os.Getpid())
+	scratch := scratchName(tracking)
 	specs := []string{"+" + ref + ":" + scratch}
 	for _, o := range optional {
 		specs = append(specs, "+"+o.Ref+"*:"+o.Tracking+"*")
@@ -333,7 +335,11 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 	if err != nil {
 		return ObjectID{}, err
 	}
-	return r.landFetched(scratch, tracking, fetched)
+	landed, err := r.landFetched(scratch, tracking, fetched)
+	if err == nil {
+		r.sweepScratch(tracking)
+	}
+	return landed, err
 }
 
 // landFetched moves tracking to fetched, which a fetch of this process
