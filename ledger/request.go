@@ -114,7 +114,8 @@ func parseRequestRefusal(reason string) (*errs.Error, bool) {
 // hook or the connection died after the append) it is looked for among
 // those that landed since this clone's record of the remote: found, or
 // reported REMOTE-UNREACHABLE, never sent twice. A refusal by the server's
-// rules comes back with the rule's code.
+// rules comes back with the rule's code; a server that does not sequence
+// requests, which appended nothing, with SEQUENCER-ABSENT.
 func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID, sent int) ([]byte, error), mine func(*Applied) bool) (*Appended, error) {
 	known := l.readRemoteRecord(remote)
 	res, request, pushErr := l.pushRequest(remote, op, intent, known, SentForm)
