@@ -208,15 +208,26 @@ func (c *Client) appendSteps(steps []handStep) ([]*ledger.Appended, error) {
 	}
 	local := c.Remote() == ""
 	if !local && len(steps) == 1 {
-		if seq, err := c.sequenced(steps[0].Op); err != nil || seq {
-			if err != nil {
-				return nil, err
-			}
+		path, err := c.appendPath()
+		if err != nil {
+			return nil, err
+		}
+		if path.sequences(steps[0].Op) {
 			ap, err := c.request(steps[0])
-			if err != nil {
+			if err == nil {
+				return []*ledger.Appended{ap}, nil
+			}
+			if !path.offered || !errs.Is(err, errs.SequencerAbsent) {
 				return nil, err
 			}
-			return []*ledger.Appended{ap}, nil
+			// The offer was stale: the server no longer sequences, and
+			// refused the request before anything was appended
+			// (SEQUENCER-ABSENT says so, ledger.Request), so the step goes
+			// by compare-and-swap, once. The fetch drops the withdrawn
+			// offer, and with it the next append's request.
+			if _, err := c.L.FetchRemote(c.Remote()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	builds := make([]ledger.BuildFunc, len(steps))

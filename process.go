@@ -2,15 +2,13 @@ package tally
 
 import (
 	"github.com/tally-dev/tally/lease"
+	"github.com/tally-dev/tally/proctree"
 )
 
-// ProcessAlive reports whether pid names a running process on this host. A
-// process we may not signal or open is alive; a zombie (exited, not yet
-// reaped by its parent) is not, where the system tells one apart
-// (process_*.go, one per system).
-func ProcessAlive(pid int) bool {
-	return pid > 0 && processAlive(pid)
-}
+// ProcessAlive reports whether pid names a running process on this host
+// (proctree.Alive: a process we may not signal or open is alive; a zombie
+// is not, where the system tells one apart).
+func ProcessAlive(pid int) bool { return proctree.Alive(pid) }
 
 // holderGone reports whether the holder of l is observably gone to a process
 // with identity self: the lease was recorded in self's process table (host,

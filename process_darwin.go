@@ -10,23 +10,6 @@ import (
 // macOS has one process table per boot, and no PID namespaces: pid_ns is
 // soloProcessTable, and the boot id is kern.bootsessionuuid, lowercased.
 
-// processAlive: the signal probe, and kern.proc.pid's state to tell a
-// zombie.
-func processAlive(pid int) bool {
-	if !signalProbe(pid) {
-		return false
-	}
-	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
-	if err != nil {
-		return true // gone since the probe, or not ours to read: trust the probe
-	}
-	return kp.Proc.P_stat != darwinZombie
-}
-
-// darwinZombie is SZOMB, the p_stat of a process that exited and was not
-// reaped (sys/proc.h).
-const darwinZombie = 5
-
 // processStart returns pid's start time (kern.proc.pid's p_starttime) in
 // microseconds since the epoch, or 0 if it cannot be read.
 func processStart(pid int) uint64 {

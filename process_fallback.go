@@ -13,9 +13,6 @@ import (
 // reclaimed as dead, and claim --reclaim-dead is refused
 // (DEAD-HOLDER-UNCHECKED) instead of guessing.
 
-// processAlive is the signal probe alone: a zombie counts as alive.
-func processAlive(pid int) bool { return signalProbe(pid) }
-
 // processStart returns 0: no start time is known.
 func processStart(int) uint64 { return 0 }
 

@@ -12,11 +12,6 @@ import (
 // sees only its own processes, so a holder outside it would look gone
 // from inside: a jailed process records no process table.
 
-// processAlive is the signal probe: a zombie counts as alive until it is
-// reaped (x/sys/unix reads no kinfo_proc on FreeBSD), which errs on the
-// side of the holder.
-func processAlive(pid int) bool { return signalProbe(pid) }
-
 // processStart returns 0: the start time is not read on FreeBSD, so any
 // process at a lease's pid counts as its holder.
 func processStart(int) uint64 { return 0 }

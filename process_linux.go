@@ -3,42 +3,14 @@
 package tally
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/tally-dev/tally/proctree"
 )
-
-// processAlive: the signal probe, and /proc/PID/stat's state to tell a
-// zombie.
-func processAlive(pid int) bool {
-	if !signalProbe(pid) {
-		return false
-	}
-	fields, err := procStat(pid)
-	if err != nil {
-		return true // no procfs: trust the signal probe
-	}
-	return len(fields) == 0 || fields[0] != "Z"
-}
-
-// procStat returns the fields of /proc/PID/stat after the parenthesized
-// command name (which may contain spaces): fields[0] is the state (field 3
-// of proc(5)), fields[19] the start time (field 22).
-func procStat(pid int) ([]string, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	return strings.Fields(string(stat[i+1:])), nil
-}
 
 // processStart returns pid's start time in clock ticks after boot, or 0 if
 // it cannot be read (no such process, or no procfs).
@@ -46,7 +18,7 @@ func processStart(pid int) uint64 {
 	if pid <= 0 {
 		return 0
 	}
-	fields, err := procStat(pid)
+	fields, err := proctree.Stat(pid)
 	if err != nil || len(fields) < 20 {
 		return 0
 	}

@@ -11,28 +11,6 @@ import (
 // Windows has one process table per boot: pid_ns is soloProcessTable, and
 // the boot id is derived from the boot time the kernel keeps.
 
-// processAlive opens the process and asks for its exit code: a process we
-// may not open is alive; one whose exit code is STILL_ACTIVE is (a process
-// that exited with code 259 reads as alive, erring on the holder's side).
-func processAlive(pid int) bool {
-	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
-	if errors.Is(err, windows.ERROR_ACCESS_DENIED) {
-		return true
-	}
-	if err != nil {
-		return false
-	}
-	defer windows.CloseHandle(h)
-	var code uint32
-	if err := windows.GetExitCodeProcess(h, &code); err != nil {
-		return true
-	}
-	return code == stillActive
-}
-
-// stillActive is the exit code GetExitCodeProcess gives a running process.
-const stillActive = 259
-
 // processStart returns pid's creation time (GetProcessTimes) in 100 ns
 // units since 1601, or 0 if it cannot be read.
 func processStart(pid int) uint64 {

@@ -113,19 +113,23 @@ func (h IntentHolder) id() lease.HolderID {
 	return lease.HolderID{Host: h.Host, PID: h.PID, BootID: h.BootID, PIDNS: h.PIDNS, PIDStart: h.PIDStart}
 }
 
-// sequenced reports whether op goes to the remote's sequencer: the claim
-// path is sequenced and the remote serves op (ClaimPath). A clone's first
-// append fetches first: the fetch tells whether the remote offers a
+// appendPath is ClaimPath, found out first where it is not known: a
+// clone's first append fetches, which tells whether the remote offers a
 // sequencer, so even that append can use it.
-func (c *Client) sequenced(op string) (bool, error) {
+func (c *Client) appendPath() (ClaimPath, error) {
 	path := c.ClaimPath()
 	if path.unknown {
 		if _, err := c.L.FetchRemote(c.Remote()); err != nil {
-			return false, err
+			return path, err
 		}
 		path = c.ClaimPath()
 	}
-	return path.Path == PathSequenced && slices.Contains(path.Ops, op), nil
+	return path, nil
+}
+
+// sequences reports whether op goes to the remote's sequencer on path.
+func (p ClaimPath) sequences(op string) bool {
+	return p.Path == PathSequenced && slices.Contains(p.Ops, op)
 }
 
 // request appends the step st through the remote's sequencer, as the

@@ -77,6 +77,10 @@ type ClaimPath struct {
 	// unknown: the clone has not fetched the remote's ledger yet, so
 	// whether it offers a sequencer is not known (a claim fetches first).
 	unknown bool
+	// offered: sequenced because of the remote's offer, not by
+	// tally.sequencer, so a server that no longer sequences (its offer
+	// stale here) sends the claim back to compare-and-swap.
+	offered bool
 }
 
 // The claim paths.
@@ -109,11 +113,11 @@ func claimPath(l *ledger.Ledger, cfg *gitstore.Config, remote string, signs bool
 	case set:
 		return ClaimPath{Path: PathCAS, Why: ledger.SequencerConfig + " is " + v}
 	case l.OffersSequencer(remote):
-		return ClaimPath{Path: PathSequenced, Why: "remote " + remote + " offers a sequencer (" + ledger.SequencerRef + "); " + ledger.SequencerConfig + "=false opts out", Ops: servedOps(l, remote)}
+		return ClaimPath{Path: PathSequenced, Why: "remote " + remote + " offers a sequencer (" + ledger.SequencerRef + "); " + ledger.SequencerConfig + "=false opts out", Ops: servedOps(l, remote), offered: true}
 	case !l.Fetched(remote):
 		return ClaimPath{Path: PathCAS, Why: "not known yet whether remote " + remote + " offers a sequencer: this clone has not fetched its ledger", unknown: true}
 	}
-	return ClaimPath{Path: PathCAS, Why: "remote " + remote + " offers no sequencer (no " + ledger.SequencerRef + " when this clone last fetched)"}
+	return ClaimPath{Path: PathCAS, Why: "remote " + remote + " offers no sequencer (no " + ledger.SequencerRef + " when this clone last fetched; a server that stops sequencing withdraws it)"}
 }
 
 // servedOps are the ops remote's sequencer serves that this version sends:

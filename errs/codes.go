@@ -64,6 +64,7 @@ const (
 	WorktreeBase        Code = "WORKTREE-BASE"
 	SequencerSigns      Code = "SEQUENCER-SIGNS"
 	RequestReplayed     Code = "REQUEST-REPLAYED"
+	SequencerAbsent     Code = "SEQUENCER-ABSENT"
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal          Code = "INTERNAL"
@@ -143,6 +144,7 @@ var classes = map[Code]Class{
 	WorktreeBase:        Refused,
 	SequencerSigns:      Refused,
 	RequestReplayed:     Refused,
+	SequencerAbsent:     Refused,
 
 	// integrity: the ledger or the local state cannot be trusted as it is
 	Internal:          Integrity,

@@ -241,7 +241,13 @@ type RefPair struct{ Ref, Tracking string }
 // has into its tracking ref. git fails a whole fetch for an exact ref the
 // remote lacks, so an optional ref is asked for as the pattern "Ref*" (into
 // "Tracking*"), which may match nothing: remote refs that merely start with
-// Ref land beside its tracking ref, and are never read.
+// Ref land beside its tracking ref, and are never read. An optional ref
+// the remote no longer has loses its tracking ref (--prune, which prunes
+// only the destinations of the refspecs given here: "Tracking*" and this
+// process's scratch ref, never the ledger's tracking ref or another
+// process's scratch ref; and --no-prune-tags, so that refs/tags/* is not
+// pruned whatever fetch.pruneTags and remote.<name>.pruneTags say): a
+// withdrawn offer (a server's uninstalled sequencer) is not kept forever.
 //
 // The fetch writes only the refs named here (--refmap= keeps a configured
 // remote.<name>.fetch from updating other refs, the ledger's among them),
@@ -280,12 +286,14 @@ func (r *Repo) FetchRefFresh(remote string, depth int, ref, tracking string, opt
 // fetchRef is FetchRefDepth, offering the server the repository's commits as
 // haves only when haves is set.
 //
-// The fetch lands in a ref of this process's (scratch) and tracking moves
-// after it, forward only (landFetched): processes in the worktrees of one
-// clone share tracking, and git's forced update would let a fetch whose
-// advertisement came before another's move it back when it lands later.
+// The fetch lands in a ref of this process's (scratch, scratchName) and
+// tracking moves after it, forward only (landFetched): processes in the
+// worktrees of one clone share tracking, and git's forced update would let
+// a fetch whose advertisement came before another's move it back when it
+// lands later. A fetch that lands also deletes the scratch refs that
+// killed processes left (sweepScratch).
 func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking string, optional ...RefPair) (ObjectID, error) {
-	scratch := tracking + ".fetch-" + strconv.Itoa(os.Getpid())
+	scratch := scratchName(tracking)
 	specs := []string{"+" + ref + ":" + scratch}
 	for _, o := range optional {
 		specs = append(specs, "+"+o.Ref+"*:"+o.Tracking+"*")
@@ -295,7 +303,7 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 		args = append(args, "-c", "fetch.negotiationAlgorithm=noop")
 	}
 	args = append(args, "fetch", "--quiet", "--no-tags",
-		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--no-prune",
+		"--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules", "--prune", "--no-prune-tags",
 		"--no-show-forced-updates", "--refmap=")
 	if depth > 0 {
 		args = append(args, "--depth="+strconv.Itoa(depth))
@@ -327,7 +335,11 @@ func (r *Repo) fetchRef(remote string, depth int, haves bool, ref, tracking stri
 	if err != nil {
 		return ObjectID{}, err
 	}
-	return r.landFetched(scratch, tracking, fetched)
+	landed, err := r.landFetched(scratch, tracking, fetched)
+	if err == nil {
+		r.sweepScratch(tracking)
+	}
+	return landed, err
 }
 
 // landFetched moves tracking to fetched, which a fetch of this process
@@ -418,9 +430,10 @@ func (r *Repo) syncNewPacks(before map[string]bool) error {
 	return nil
 }
 
-// PushRef moves ref on the remote from old (zero: must not exist) to new,
-// sending the objects new needs, with
-// `git push --porcelain --force-with-lease=<ref>:<old> <remote> <new>:<ref>`.
+// PushRef moves ref on the remote from old (zero: must not exist) to new
+// (zero: deletes it), sending the objects new needs, with
+// `git push --porcelain --force-with-lease=<ref>:<old> <remote> <new>:<ref>`
+// (`:<ref>` for a deletion).
 // It returns nil only when git reports the update applied (receive-pack's
 // report-status said ok for ref, or the remote already held new), a
 // *RefMovedError (wrapping ErrRefChanged) when nothing was sent because the
@@ -449,12 +462,16 @@ func (r *Repo) PushRefShowing(remote, ref string, old, new ObjectID, progress io
 	if !old.IsZero() {
 		expect = old.String()
 	}
+	src := new.String()
+	if new.IsZero() {
+		src = ""
+	}
 	args := []string{"push", "--porcelain", "--no-verify", "--no-signed",
 		"--no-follow-tags", "--no-recurse-submodules", "--force-with-lease=" + ref + ":" + expect}
 	var out []byte
 	err := retryDropped(connectRetryBudget, unsentPush, func() error {
 		var err error
-		out, err = r.remoteGitShowing(remote, progress, args, new.String()+":"+ref)
+		out, err = r.remoteGitShowing(remote, progress, args, src+":"+ref)
 		return err
 	})
 	flag, summary, found := porcelainStatus(string(out), ref)

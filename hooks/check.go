@@ -39,7 +39,7 @@ func (f Finding) String() string {
 	if f.Warning {
 		kind = "warning"
 	}
-	return fmt.Sprintf("tally: %s %s: %s: %s", kind, f.Ref, f.Code, f.Message)
+	return ledger.FindingLine(kind, f.Ref, f.Code, f.Message)
 }
 
 // ParsePreReceive reads pre-receive input: "<old> <new> <ref>" per line.

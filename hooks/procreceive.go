@@ -138,12 +138,14 @@ var routedValue = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompi
 
 // checkRequest is pre-receive's judgment of a push to a request ref: passed
 // on to proc-receive where the repository routes requests there, refused
-// otherwise (git would store the request as a plain ref).
+// otherwise (git would store the request as a plain ref) with
+// SEQUENCER-ABSENT, the code by which a client tells that nothing was
+// appended and that the server does not sequence (ledger.Request).
 func (c *Checker) checkRequest(u Update) []Finding {
 	if c.Server && sequencing(c.L.Repo) {
 		return nil
 	}
-	return []Finding{{Ref: u.Ref, Code: errs.Policy, Message: fmt.Sprintf(
+	return []Finding{{Ref: u.Ref, Code: errs.SequencerAbsent, Message: fmt.Sprintf(
 		"%s/* are requests to the server's sequencer, which this repository does not run (%s; tally hooks install --server sets it up)",
 		ledger.RequestPrefix, ProcReceiveConfig)}}
 }

@@ -114,19 +114,20 @@ func parseRequestRefusal(reason string) (*errs.Error, bool) {
 // hook or the connection died after the append) it is looked for among
 // those that landed since this clone's record of the remote: found, or
 // reported REMOTE-UNREACHABLE, never sent twice. A refusal by the server's
-// rules comes back with the rule's code.
+// rules comes back with the rule's code; a server that does not sequence
+// requests, which appended nothing, with SEQUENCER-ABSENT.
 func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID, sent int) ([]byte, error), mine func(*Applied) bool) (*Appended, error) {
 	known := l.readRemoteRecord(remote)
-	res, pushErr := l.pushRequest(remote, op, intent, known, SentForm)
+	res, request, pushErr := l.pushRequest(remote, op, intent, known, SentForm)
 	if !known.IsZero() && pushErr == nil && !res.OK {
 		// A server from before the have field, or before the sent one,
 		// refused the request unread: nothing was applied, so the same
 		// request without the field it does not know is a first.
 		switch {
 		case strings.Contains(res.Reason, haveUnknown):
-			res, pushErr = l.pushRequest(remote, op, intent, gitstore.ObjectID{}, 1)
+			res, request, pushErr = l.pushRequest(remote, op, intent, gitstore.ObjectID{}, 1)
 		case strings.Contains(res.Reason, sentUnknown):
-			res, pushErr = l.pushRequest(remote, op, intent, known, 1)
+			res, request, pushErr = l.pushRequest(remote, op, intent, known, 1)
 		}
 	}
 	switch {
@@ -136,6 +137,10 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID, 
 		if refused, ok := parseRequestRefusal(res.Reason); ok {
 			return nil, refused // what the same claim refused here would say
 		}
+		if said, ok := hookRefusal(res.Lines, RequestRef(op), errs.SequencerAbsent); ok {
+			// pre-receive refused the whole push: nothing was appended.
+			return nil, sequencerAbsent(remote, said)
+		}
 		if strings.Contains(res.Reason, "hook declined") {
 			// pre-receive refused it: nothing reached the sequencer.
 			return nil, remoteError(fmt.Errorf("%w: %s", gitstore.ErrPushRejected, res.Said))
@@ -143,9 +148,25 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID, 
 		// Anything else (the sequencer died: "fail to run proc-receive
 		// hook") leaves the outcome unknown: look for the entry.
 		pushErr = fmt.Errorf("%w: the server answered %q", gitstore.ErrRemoteUnreachable, res.Reason)
+	case pushErr == nil && res.Ref == RequestRef(op):
+		// The server reported no ref of its own: one without tally's hooks
+		// stores the request as a plain ref, and then nothing was
+		// appended. That ref holding this very request (a new commit,
+		// by its nonce) is what shows it, and deleting it on that
+		// condition (a compare-and-swap push) both proves it and keeps
+		// it from lingering or refusing the next request as a
+		// non-fast-forward: a sequencer never creates a request ref. A
+		// ref not deleted leaves the outcome unknown (a client git
+		// without report-status v2 reports no refname even for a served
+		// request): look for the entry.
+		if err := l.Repo.PushRef(remote, res.Ref, request, gitstore.ObjectID{}); err != nil {
+			pushErr = fmt.Errorf("%w: the server reported %s, and deleting the request stored there failed: %v", gitstore.ErrRemoteUnreachable, res.Ref, err)
+			break
+		}
+		return nil, sequencerAbsent(remote, "it stored the request as the plain ref "+res.Ref+", deleted again")
 	case pushErr == nil && res.Ref != l.Ref:
-		// A server without the sequencer stores the request as a plain ref.
-		return nil, errs.New(errs.Usage, "remote %s does not sequence requests: it stored %s as a ref (unset git config %s here, and delete that ref on the server)",
+		// Another proc-receive hook (Gitea's AGit flow) took the request.
+		return nil, errs.New(errs.Usage, "remote %s does not sequence requests: it answered for %s (unset git config %s here)",
 			remote, res.Ref, SequencerConfig)
 	}
 	var old, new gitstore.ObjectID
@@ -201,6 +222,34 @@ func (l *Ledger) Request(remote, op string, intent func(have gitstore.ObjectID, 
 	return found, nil
 }
 
+// FindingLine is how tally's hooks print a verdict on ref (hooks.Finding):
+// "tally: <kind> <ref>: <CODE>: <message>", kind "refused" or "warning".
+// A client reads a refusal's code back from it (hookRefusal).
+func FindingLine(kind, ref string, code errs.Code, message string) string {
+	return "tally: " + kind + " " + ref + ": " + string(code) + ": " + message
+}
+
+// hookRefusal finds, among the server's lines, its pre-receive's refusal of
+// ref with code (FindingLine) and returns the message.
+func hookRefusal(lines []string, ref string, code errs.Code) (string, bool) {
+	prefix := FindingLine("refused", ref, code, "")
+	for _, line := range lines {
+		if msg, ok := strings.CutPrefix(line, prefix); ok {
+			return msg, true
+		}
+	}
+	return "", false
+}
+
+// sequencerAbsent is the SEQUENCER-ABSENT refusal of a request remote did
+// not sequence (said: how it answered), saying what to do. Nothing was
+// appended for it: a client whose request the remote's offer chose claims
+// by compare-and-swap instead.
+func sequencerAbsent(remote, said string) error {
+	return errs.New(errs.SequencerAbsent, "remote %s does not sequence requests (%s); set git config %s false to claim by compare-and-swap, or run tally hooks install --server on the server",
+		remote, said, SequencerConfig)
+}
+
 // haveUnknown is what a server from before the have field answers a
 // request that has it (its intent decoder refuses unknown members).
 const haveUnknown = `unknown field "have"`
@@ -210,21 +259,23 @@ const haveUnknown = `unknown field "have"`
 const sentUnknown = `unknown field "sent"`
 
 // pushRequest pushes the request intent(have, sent) as op, as a commit with
-// the empty tree and the intent as its message.
-func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.ObjectID, sent int) ([]byte, error), have gitstore.ObjectID, sent int) (*gitstore.RequestResult, error) {
+// the empty tree and the intent as its message, and returns the server's
+// answer and the commit.
+func (l *Ledger) pushRequest(remote, op string, intent func(have gitstore.ObjectID, sent int) ([]byte, error), have gitstore.ObjectID, sent int) (*gitstore.RequestResult, gitstore.ObjectID, error) {
 	raw, err := intent(have, sent)
 	if err != nil {
-		return nil, err
+		return nil, gitstore.ObjectID{}, err
 	}
 	deadline, err := l.Repo.ConfigDuration(RequestTimeoutConfig, RequestTimeout)
 	if err != nil || deadline <= 0 {
-		return nil, errs.New(errs.Usage, "%s: want a positive duration (%v)", RequestTimeoutConfig, err)
+		return nil, gitstore.ObjectID{}, errs.New(errs.Usage, "%s: want a positive duration (%v)", RequestTimeoutConfig, err)
 	}
 	pw := gitstore.NewPackWriter()
 	tree := pw.Add(gitstore.TreeObject, nil)
 	who := gitstore.Ident{Name: "tally", Email: "tally", When: l.now().Unix(), TZ: "+0000"}
 	id := pw.Add(gitstore.CommitObject, (&gitstore.Commit{Tree: tree, Author: who, Committer: who, Message: string(raw)}).Encode())
-	return l.Repo.PushRequest(remote, RequestRef(op), pw, id, deadline)
+	res, err := l.Repo.PushRequest(remote, RequestRef(op), pw, id, deadline)
+	return res, id, err
 }
 
 // NonceWindow is how many of the ledger's last entries a sequencer looks

@@ -662,7 +662,7 @@ func TestSequencedTrackingRefLocked(t *testing.T) {
 // pushed where receive.procReceiveRefs does not hand additions to the
 // sequencer (unset, a value whose modifiers are deletions only, a value
 // with a space or a newline in it, which git matches whole) is refused by
-// pre-receive (POLICY) and stored as no ref; a value git routes by
+// pre-receive (SEQUENCER-ABSENT) and stored as no ref; a value git routes by
 // (trailing slashes dropped, however many) serves requests.
 func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 	t.Parallel()
@@ -688,8 +688,8 @@ func TestSequencedRequestSkipsPreReceive(t *testing.T) {
 			testrepo.Git(t, c.bare, "config", "--add", "receive.procReceiveRefs", v)
 		}
 		exit, stderr := c.push(dir, "origin", request+":refs/for/tally/claim-next")
-		if exit == 0 || netFirstLine(stderr, "tally: refused refs/for/tally/claim-next: POLICY: ") == "" {
-			t.Fatalf("request with receive.procReceiveRefs %v: exit %d, want POLICY:\n%s", routing, exit, stderr)
+		if exit == 0 || netFirstLine(stderr, "tally: refused refs/for/tally/claim-next: SEQUENCER-ABSENT: ") == "" {
+			t.Fatalf("request with receive.procReceiveRefs %v: exit %d, want SEQUENCER-ABSENT:\n%s", routing, exit, stderr)
 		}
 		if refs := c.lsRemote(); strings.Contains(refs, "refs/for/") {
 			t.Fatalf("request with receive.procReceiveRefs %v stored as a ref:\n%s", routing, refs)

@@ -63,7 +63,7 @@ func errorOf(p testrepo.Result) any {
 // leaves the push to git). The outcomes match too: the same refusal by the
 // rules (NO-READY-CELL, same code, message, details and exit), the same
 // refusal by pre-receive where the server does not route requests
-// (REMOTE-REJECTED), and a receive-pack killed mid-request (the connection
+// (SEQUENCER-ABSENT), and a receive-pack killed mid-request (the connection
 // cut before the report) is the same retryable REMOTE-UNREACHABLE with
 // nothing appended, after which claims are served. Over smart HTTP the
 // request is pushed with git push, as before.
@@ -129,10 +129,11 @@ exec '` + real + `' "$@"
 	t.Logf("cut: by tally %v; by git %v", errorOf(a), errorOf(b))
 	os.Remove(filepath.Join(c.bare, "cut-mode"))
 
-	// pre-receive's refusal: the server no longer routes requests.
+	// pre-receive's refusal: the server no longer routes requests, and
+	// these clones chose the sequencer (tally.sequencer=true).
 	testrepo.Git(t, c.bare, "config", "--unset-all", "receive.procReceiveRefs")
-	a = c.refused(2, "REMOTE-REJECTED", native, netAgent(0), nil, claim...)
-	b = c.refused(2, "REMOTE-REJECTED", cli, netAgent(1), nil, claim...)
+	a = c.refused(2, "SEQUENCER-ABSENT", native, netAgent(0), nil, claim...)
+	b = c.refused(2, "SEQUENCER-ABSENT", cli, netAgent(1), nil, claim...)
 	if errorOf(a) != errorOf(b) {
 		t.Fatalf("pre-receive refusal pushed by tally:\n%v\nby git:\n%v", errorOf(a), errorOf(b))
 	}

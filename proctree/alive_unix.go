@@ -1,6 +1,6 @@
 //go:build unix
 
-package tally
+package proctree
 
 import (
 	"errors"
