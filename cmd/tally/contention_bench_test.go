@@ -106,6 +106,7 @@ func BenchmarkRemoteContention(b *testing.B) {
 // contention is the outcome of one contend run.
 type contention struct {
 	walls     []time.Duration // of the claims that succeeded
+	later     []time.Duration // of those after each agent's first
 	perAgent  []int
 	elapsed   time.Duration
 	conflicts int // CONFLICT: retries ran out
@@ -141,6 +142,9 @@ func contend(b *testing.B, c *netCluster, dirs []string, d time.Duration) *conte
 					failure = fmt.Errorf("%s", p)
 				default:
 					r.walls = append(r.walls, p.Wall)
+					if r.perAgent[i] > 0 {
+						r.later = append(r.later, p.Wall)
+					}
 					r.perAgent[i]++
 					key := fmt.Sprintf("%v/%v", p.JSON["wave"], p.JSON["cell"])
 					if prev, ok := told[key]; ok {
@@ -192,6 +196,13 @@ func (r *contention) report(b *testing.B) {
 	b.ReportMetric(float64(len(r.walls))/r.elapsed.Seconds(), "claims/s")
 	b.ReportMetric(ms(netPercentile(r.walls, 50)), "p50-ms")
 	b.ReportMetric(ms(netPercentile(r.walls, 90)), "p90-ms")
+	// An agent's first claim meets the server: it fetches and verifies the
+	// ledger, then claims (over ssh two connections where the others open
+	// one), all agents at once. In a short run with many agents these
+	// first claims are near a tenth of all and the slowest, so p90-ms
+	// says as much about first contact as about the steady state that
+	// p90-later-ms measures alone.
+	b.ReportMetric(ms(netPercentile(r.later, 90)), "p90-later-ms")
 	b.ReportMetric(ms(netPercentile(r.walls, 100)), "max-ms")
 	b.ReportMetric(float64(fewest), "fewest/agent")
 	b.ReportMetric(float64(most), "most/agent")

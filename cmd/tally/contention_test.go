@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -858,26 +859,81 @@ func TestSequencedRangeForms(t *testing.T) {
 	}
 }
 
-// TestSequencedSSH: over OpenSSH's sshd the sequencer's sent range reaches
-// the client as over git daemon and HTTP (receive-pack relays the hook's
-// stderr on the push's sideband whatever the transport): after the first
-// request, claims run no fetch.
+// TestSequencedSSH: over OpenSSH's sshd a sequenced claim costs one ssh
+// connection, its request's push, once the clone has met the server (#32:
+// each connection costs a key exchange, most of a claim's time over ssh).
+// The first claim of a clone as a new user leaves it (no tally
+// configuration) makes two: the fetch that finds the server's sequencer and
+// verifies the ledger, then the request. Every later one is a single
+// git-receive-pack: the server sends the entries since the clone's tip with
+// its answer (receive-pack relays the hook's lines on the push's sideband
+// over ssh as over git daemon and HTTP), so no fetch follows, and nothing
+// else (no ls-remote, no retry). One agent claims alone, round after round,
+// and others claim together in between; each clone's ssh command logs the
+// git command of every connection it opens.
 func TestSequencedSSH(t *testing.T) {
 	t.Parallel()
+	const rounds, together = 30, 4
 	c := newNetCluster(t, gitserver.GitDaemon)
-	c.seeded("ssh", 3)
+	c.seeded("ssh", rounds*(1+together))
 	srv := gitserver.SSH(t, filepath.Dir(c.bare))
-	dir := c.agents(1)[0]
-	sequenced(t, dir)
-	testrepo.Git(t, dir, "config", "core.sshCommand", srv.Command(srv.Key))
-	testrepo.Git(t, dir, "remote", "add", "viassh", srv.URL+"/shared.git")
-	for i := 0; i < 3; i++ {
-		p, fetches := gitFetches(t, c.bin, dir, netAgent(0), "--remote", "viassh", "claim", "--next", "--ttl", "3600")
-		if p.Err != nil || p.Code != 0 || (i == 0) != (fetches > 0) {
-			t.Fatalf("claim %d over ssh: %s, %d fetches (want them in the first only) %v", i, p, fetches, p.Err)
+	dirs := c.agents(1 + together)
+	logs := make([]string, len(dirs))
+	for i, d := range dirs {
+		logs[i] = sshCounting(t, srv, d)
+	}
+	claim := func(i int) testrepo.Result {
+		return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+	}
+	seen := make([]int, len(dirs))
+	for round := 0; round < rounds; round++ {
+		out := append([]testrepo.Result{claim(0)}, netTogether(together, func(i int) testrepo.Result { return claim(1 + i) })...)
+		want := []string{"git-receive-pack"}
+		if round == 0 {
+			want = []string{"git-upload-pack", "git-receive-pack"}
+		}
+		for i, p := range out {
+			if p.Err != nil || p.Code != 0 {
+				t.Fatalf("round %d %s: %s %v", round, netAgent(i), p, p.Err)
+			}
+			conns := sshConnections(t, logs[i], seen[i])
+			seen[i] += len(conns)
+			if !slices.Equal(conns, want) {
+				t.Fatalf("round %d %s: the claim opened ssh connections for %v, want %v", round, netAgent(i), conns, want)
+			}
 		}
 	}
 	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
 		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): the claims did not go through the sequencer", n)
 	}
+}
+
+// sshCounting makes srv origin of the clone dir, reached through an ssh
+// command that appends the git command of each connection it opens
+// (git-upload-pack, git-receive-pack) to a log, one a line, and then runs
+// srv's own ssh command. It returns the log's path.
+func sshCounting(t testing.TB, srv *gitserver.SSHServer, dir string) string {
+	t.Helper()
+	wrapper := filepath.Join(t.TempDir(), "ssh")
+	log := wrapper + ".log"
+	// git runs it with ssh's arguments, the remote command last.
+	script := "#!/bin/sh\nfor arg; do command=$arg; done\necho \"${command%% *}\" >> '" + log + "'\nexec " + srv.Command(srv.Key) + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testrepo.Git(t, dir, "config", "core.sshCommand", wrapper)
+	testrepo.Git(t, dir, "remote", "set-url", "origin", srv.URL+"/shared.git")
+	return log
+}
+
+// sshConnections are the connections an sshCounting log holds after its
+// first from.
+func sshConnections(t testing.TB, log string, from int) []string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	conns := strings.Fields(string(b))
+	return conns[min(from, len(conns)):]
 }
