@@ -29,27 +29,13 @@ import (
 
 func BenchmarkRemoteContention(b *testing.B) {
 	benchRemoteOn(b)
-	seconds := 10
-	if s, err := strconv.Atoi(os.Getenv("TALLY_BENCH_SECONDS")); err == nil && s > 0 {
-		seconds = s
-	}
-	counts := []int{1, 8, 16}
-	if v := os.Getenv("TALLY_BENCH_AGENTS"); v != "" {
-		counts = nil
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil || n < 1 {
-				b.Fatalf("TALLY_BENCH_AGENTS=%q: want agent counts like 1,8,16", v)
-			}
-			counts = append(counts, n)
-		}
-	}
+	seconds, counts := benchRun(b)
 	designs := []string{"cas", "default", "sequencer"}
 	mainBin := os.Getenv("TALLY_BENCH_MAIN_BIN")
 	if mainBin != "" {
 		designs = append([]string{"main", "main-sequencer"}, designs...)
 	}
-	for _, kind := range []string{string(gitserver.GitDaemon), string(gitserver.SmartHTTP), "ssh"} {
+	for _, kind := range []string{string(gitserver.GitDaemon), string(gitserver.SmartHTTP), "ssh", "ssh-mux"} {
 		for _, design := range designs {
 			for _, agents := range counts {
 				b.Run(fmt.Sprintf("server=%s/design=%s/agents=%d", kind, design, agents), func(b *testing.B) {
@@ -58,7 +44,7 @@ func BenchmarkRemoteContention(b *testing.B) {
 					// transport on the client.
 					var c *netCluster
 					var srv *gitserver.SSHServer
-					if kind == "ssh" {
+					if strings.HasPrefix(kind, "ssh") {
 						c = newNetCluster(b, gitserver.GitDaemon)
 						srv = gitserver.SSH(b, filepath.Dir(c.bare))
 					} else {
@@ -79,9 +65,25 @@ func BenchmarkRemoteContention(b *testing.B) {
 					// More cells than the fastest configuration could claim.
 					c.seeded("bench", 100*seconds)
 					dirs := c.agents(agents)
-					for _, d := range dirs {
+					mux := ""
+					if kind == "ssh-mux" {
+						// What docs/HOSTING.md suggests for agents over ssh: each
+						// agent reuses one connection (its own: sshd's MaxSessions,
+						// default 10, bounds the sessions of one), kept 60 s.
+						// ControlPath is a socket: a short directory of its own.
+						var err error
+						if mux, err = os.MkdirTemp("", "cm"); err != nil {
+							b.Fatal(err)
+						}
+						b.Cleanup(func() { os.RemoveAll(mux) })
+					}
+					for i, d := range dirs {
 						if srv != nil {
-							testrepo.Git(b, d, "config", "core.sshCommand", srv.Command(srv.Key))
+							ssh := srv.Command(srv.Key)
+							if mux != "" {
+								ssh += fmt.Sprintf(" -o ControlMaster=auto -o ControlPersist=60 -o ControlPath=%s/%d", mux, i)
+							}
+							testrepo.Git(b, d, "config", "core.sshCommand", ssh)
 							testrepo.Git(b, d, "remote", "set-url", "origin", srv.URL+"/shared.git")
 						}
 						switch {
@@ -101,6 +103,28 @@ func BenchmarkRemoteContention(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchRun is how long each configuration of a contention benchmark runs,
+// in seconds (TALLY_BENCH_SECONDS, default 10), and its agent counts
+// (TALLY_BENCH_AGENTS, default 1,8,16).
+func benchRun(b *testing.B) (seconds int, counts []int) {
+	seconds = 10
+	if s, err := strconv.Atoi(os.Getenv("TALLY_BENCH_SECONDS")); err == nil && s > 0 {
+		seconds = s
+	}
+	counts = []int{1, 8, 16}
+	if v := os.Getenv("TALLY_BENCH_AGENTS"); v != "" {
+		counts = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				b.Fatalf("TALLY_BENCH_AGENTS=%q: want agent counts like 1,8,16", v)
+			}
+			counts = append(counts, n)
+		}
+	}
+	return seconds, counts
 }
 
 // contention is the outcome of one contend run.
@@ -211,5 +235,88 @@ func (r *contention) report(b *testing.B) {
 	b.Logf("per-agent claims %v", r.perAgent)
 	if r.double != 0 {
 		b.Errorf("%d double grants", r.double)
+	}
+}
+
+// BenchmarkRemoteRenewContention: where sequencing an op other than claim
+// --next beats compare-and-swap (issue #32, item 3). N agents, each in its
+// own clone holding a lease it claimed, renew it in a loop against git
+// daemon on loopback: with compare-and-swap every renew races every other
+// agent's for the ledger ref, sequenced the server appends each in turn.
+// Run it with
+//
+//	TMPDIR=/work/tmp TALLY_BENCH_REMOTE=1 go test ./cmd/tally -run '^$' -bench RemoteRenewContention -benchtime 1x
+//
+// TALLY_BENCH_SECONDS and TALLY_BENCH_AGENTS as for BenchmarkRemoteContention.
+func BenchmarkRemoteRenewContention(b *testing.B) {
+	benchRemoteOn(b)
+	seconds, counts := benchRun(b)
+	for _, design := range []string{"cas", "default"} {
+		for _, agents := range counts {
+			b.Run(fmt.Sprintf("design=%s/agents=%d", design, agents), func(b *testing.B) {
+				c := newNetCluster(b, gitserver.GitDaemon)
+				c.seeded("bench", agents)
+				dirs := c.agents(agents)
+				epochs := make([]string, agents)
+				for i, d := range dirs {
+					if design == "cas" {
+						testrepo.Git(b, d, "config", "tally.sequencer", "false")
+					}
+					res := c.ok(d, netAgent(i), nil, "--remote", "origin", "claim", fmt.Sprintf("bench/c%03d", i), "--ttl", "3600")
+					epochs[i] = fmt.Sprint(res["lease"].(map[string]any)["epoch"])
+				}
+				var mu sync.Mutex
+				var walls []time.Duration
+				conflicts := 0
+				var failure error
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				stop := start.Add(time.Duration(seconds) * time.Second)
+				for i := range dirs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for time.Now().Before(stop) {
+							p := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "renew", fmt.Sprintf("bench/c%03d", i), "--epoch", epochs[i], "--ttl", "3600")
+							mu.Lock()
+							switch {
+							case p.Err != nil || p.Code != 0 && p.ErrorCode() != "CONFLICT":
+								failure = fmt.Errorf("%s: %v", p, p.Err)
+							case p.Code != 0:
+								conflicts++
+							default:
+								walls = append(walls, p.Wall)
+							}
+							bad := failure != nil
+							mu.Unlock()
+							if bad {
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				if failure != nil {
+					b.Fatal(failure)
+				}
+				renews := 0
+				for _, e := range netLedger(b, c.bare) {
+					if e.Kind == "renew" {
+						renews++
+					}
+				}
+				if renews != len(walls) {
+					b.Fatalf("%d renews in the server's ledger, %d reported to agents", renews, len(walls))
+				}
+				ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+				b.ReportMetric(float64(len(walls))/elapsed.Seconds(), "renews/s")
+				b.ReportMetric(ms(netPercentile(walls, 50)), "p50-ms")
+				b.ReportMetric(ms(netPercentile(walls, 90)), "p90-ms")
+				b.ReportMetric(float64(conflicts), "conflicts")
+			})
+		}
 	}
 }
