@@ -373,16 +373,7 @@ func TestSequencedKill9(t *testing.T) {
 // his cell.
 func TestSequencedPushers(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	bare := gitserver.NewBare(t, root, "shared.git")
-	pw := map[string]string{"admin": "pw-admin", "bob": "pw-bob"}
-	base := gitserver.HTTPAuth(t, root, pw)
-	c := &pusherCluster{netCluster: &netCluster{t: t, kind: gitserver.SmartHTTP, bare: bare, bin: testrepo.Tally(t)},
-		urls: map[string]string{"": base + gitserver.AnonPrefix + "/shared.git"}}
-	for user, pass := range pw {
-		c.urls[user] = strings.Replace(base, "http://", "http://"+user+":"+pass+"@", 1) + "/shared.git"
-	}
-	c.url = c.urls["admin"]
+	c := newPusherCluster(t, map[string]string{"admin": "pw-admin", "bob": "pw-bob"})
 	seed := c.as("admin").clone("seed")
 	c.ok(seed, "admin", nil, "--remote", "origin", "init")
 	c.ok(seed, "admin", nil, "--remote", "origin", "plan", netPlan(t, seed, "pw", 4, nil))

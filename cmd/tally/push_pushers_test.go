@@ -27,6 +27,27 @@ type pusherCluster struct {
 	urls map[string]string
 }
 
+// newPusherCluster serves a fresh bare repository over smart HTTP with
+// basic auth for the users of pw (name to password; REMOTE_USER names the
+// pusher), and anonymously under gitserver.AnonPrefix (who ""). Its URL is
+// admin's: the one lsRemote lists through.
+func newPusherCluster(t *testing.T, pw map[string]string) *pusherCluster {
+	t.Helper()
+	root := t.TempDir()
+	bare := gitserver.NewBare(t, root, "shared.git")
+	// The server's sequencer appends like a local writer, and so may start a
+	// background compaction there: it ends before the directory goes.
+	t.Cleanup(func() { testrepo.WaitCompaction(t, bare) })
+	base := gitserver.HTTPAuth(t, root, pw)
+	c := &pusherCluster{netCluster: &netCluster{t: t, kind: gitserver.SmartHTTP, bare: bare, bin: testrepo.Tally(t)},
+		urls: map[string]string{"": base + gitserver.AnonPrefix + "/shared.git"}}
+	for user, pass := range pw {
+		c.urls[user] = strings.Replace(base, "http://", "http://"+user+":"+pass+"@", 1) + "/shared.git"
+	}
+	c.url = c.urls["admin"]
+	return c
+}
+
 // as returns the cluster as seen through the URL of who.
 func (c *pusherCluster) as(who string) *netCluster {
 	cc := *c.netCluster
@@ -91,16 +112,7 @@ func pubKey(t *testing.T) string {
 // hand-built entry, by the server.
 func TestPushersHTTP(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	bare := gitserver.NewBare(t, root, "shared.git")
-	pw := map[string]string{"admin": "pw-admin", "alice": "pw-alice", "bob": "pw-bob", "ops": "pw-ops"}
-	base := gitserver.HTTPAuth(t, root, pw)
-	c := &pusherCluster{netCluster: &netCluster{t: t, kind: gitserver.SmartHTTP, bare: bare, bin: testrepo.Tally(t)},
-		urls: map[string]string{"": base + gitserver.AnonPrefix + "/shared.git"}}
-	for user, pass := range pw {
-		c.urls[user] = strings.Replace(base, "http://", "http://"+user+":"+pass+"@", 1) + "/shared.git"
-	}
-	c.url = c.urls["admin"] // what lsRemote lists through
+	c := newPusherCluster(t, map[string]string{"admin": "pw-admin", "alice": "pw-alice", "bob": "pw-bob", "ops": "pw-ops"})
 	seed := c.as("admin").clone("seed")
 	admin := func(args ...string) map[string]any {
 		t.Helper()
@@ -169,7 +181,7 @@ func TestPushersHTTP(t *testing.T) {
 	c.acceptedPush("ops binds itself to carol, then registers her key", ops)
 
 	// The installer sees the http-backend and the binding.
-	r := testrepo.Run(t, bare, "server", nil, "--json", "hooks", "install", "--server")
+	r := testrepo.Run(t, c.bare, "server", nil, "--json", "hooks", "install", "--server")
 	rep, _ := r.JSON["pusher"].(map[string]any)
 	if r.Code != 0 || rep["bound"] != true || !hasMechanism(rep, "http-backend", "REMOTE_USER") {
 		t.Fatalf("hooks install --server: exit %d, pusher report %v\n%s", r.Code, rep, r.Stderr)

@@ -93,20 +93,9 @@ func TestSequencedOps(t *testing.T) {
 // PUSHER-DENIED, and the others of the batch land all the same.
 func TestSequencedBatch(t *testing.T) {
 	for _, v := range hooks.PusherVars {
-		if _, set := os.LookupEnv(v); set {
-			t.Skipf("%s is set in the test's environment: the holder would name a pusher", v)
-		}
+		t.Setenv(v, "") // the holder names no pusher (an empty value names none)
 	}
-	root := t.TempDir()
-	bare := gitserver.NewBare(t, root, "shared.git")
-	t.Cleanup(func() { testrepo.WaitCompaction(t, bare) })
-	pw := map[string]string{"admin": "pw-admin", "bob": "pw-bob"}
-	base := gitserver.HTTPAuth(t, root, pw)
-	c := &pusherCluster{netCluster: &netCluster{t: t, kind: gitserver.SmartHTTP, bare: bare, bin: testrepo.Tally(t)}, urls: map[string]string{}}
-	for user, pass := range pw {
-		c.urls[user] = strings.Replace(base, "http://", "http://"+user+":"+pass+"@", 1) + "/shared.git"
-	}
-	c.url = c.urls["admin"]
+	c := newPusherCluster(t, map[string]string{"admin": "pw-admin", "bob": "pw-bob"})
 	seed := c.as("admin").clone("seed")
 	c.ok(seed, "admin", nil, "--remote", "origin", "init")
 	c.ok(seed, "admin", nil, "--remote", "origin", "plan", netPlan(t, seed, "batch", 4, nil))
@@ -118,7 +107,7 @@ func TestSequencedBatch(t *testing.T) {
 		c.ok(dirs[i], r.actor, nil, "--remote", "origin", "status") // fetched: the offer is known, the claim a request
 	}
 
-	holder, err := tally.Open(bare, tally.Options{Actor: "holder", Local: true})
+	holder, err := tally.Open(c.bare, tally.Options{Actor: "holder", Local: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +124,7 @@ func TestSequencedBatch(t *testing.T) {
 		}
 		held <- ap
 	}()
-	socket := testrepo.HandoverSocket(bare)
+	socket := testrepo.HandoverSocket(c.bare)
 	testrepo.AwaitSockets(t, socket, 1)
 	results := make([]chan testrepo.Result, len(requests))
 	for i, r := range requests {
@@ -160,7 +149,7 @@ func TestSequencedBatch(t *testing.T) {
 		}
 		granted = append(granted, p.JSON["commit"].(string))
 	}
-	packOf := packsOf(t, bare)
+	packOf := packsOf(t, c.bare)
 	batch := packOf[granted[0]]
 	for _, commit := range granted {
 		if packOf[commit] != batch || batch == "" {
