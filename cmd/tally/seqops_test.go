@@ -193,3 +193,68 @@ func packsOf(t *testing.T, gitDir string) map[string]string {
 	}
 	return in
 }
+
+// TestSequencedLockRace: agents in clones as a new user leaves them lock
+// one pattern through the sequencer at once, round after round, and the
+// winner unlocks it. Each round exactly one is told it won and the others
+// LEASE-HELD naming it; the server's ledger holds, in order, each round's
+// lock by the agent told it won and its unlock, no ledger update was
+// pushed (every one was a request, batched as they came), and the ledger
+// verifies.
+func TestSequencedLockRace(t *testing.T) {
+	t.Parallel()
+	rounds, agents := 8, 6
+	if netStress() {
+		rounds = 40
+	}
+	c := newNetCluster(t, gitserver.GitDaemon)
+	seed := c.seeded("race", 1)
+	dirs := c.agents(agents)
+	pushed := pushedLedgerUpdates(t, c.bare)
+	var winners []string
+	for round := 0; round < rounds; round++ {
+		out := netTogether(agents, func(i int) testrepo.Result {
+			return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "lock", "shared/**", "--ttl", "1h")
+		})
+		winner, epoch := -1, ""
+		for i, p := range out {
+			switch {
+			case p.Err != nil:
+				t.Fatalf("round %d %s: %s: %v", round, netAgent(i), p, p.Err)
+			case p.Code == 0 && winner >= 0:
+				t.Fatalf("round %d: %s and %s were both told they hold shared/**", round, netAgent(winner), netAgent(i))
+			case p.Code == 0:
+				winner, epoch = i, fmt.Sprint(arr(t, p.JSON, "locks")[0].(map[string]any)["epoch"])
+			case p.Code != 1 || p.ErrorCode() != "LEASE-HELD":
+				t.Fatalf("round %d %s: %s", round, netAgent(i), p)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: nobody won:\n%v", round, out)
+		}
+		for i, p := range out {
+			if i != winner && p.ErrorField("holder") != netAgent(winner) {
+				t.Fatalf("round %d: %s was told %v holds shared/**, the winner is %s", round, netAgent(i), p.ErrorField("holder"), netAgent(winner))
+			}
+		}
+		winners = append(winners, netAgent(winner))
+		c.ok(dirs[winner], netAgent(winner), nil, "--remote", "origin", "unlock", "shared/**", "--epoch", epoch)
+	}
+	var got []string
+	for _, e := range netLedger(t, c.bare) {
+		if e.Kind == "lock" || e.Kind == "unlock" {
+			got = append(got, e.Kind+" "+e.Actor)
+		}
+	}
+	var want []string
+	for _, w := range winners {
+		want = append(want, "lock "+w, "unlock "+w)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the server's ledger holds\n%v\nthe agents were told\n%v", got, want)
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != pushed {
+		t.Fatalf("%d ledger updates were pushed, want %d: a lock or unlock went compare-and-swap", n, pushed)
+	}
+	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+}
