@@ -3,11 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/tally-dev/tally"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tally-dev/tally"
 	"github.com/tally-dev/tally/errs"
 	"github.com/tally-dev/tally/gitstore"
 )
@@ -72,10 +73,14 @@ another agent won the race. Views read the remote's ledger.`,
 }
 
 // claimPathLine prints how claim --next reaches the remote's ledger, and
-// why (tally status and tally remote show).
+// why, and which commands go to the sequencer (tally status and tally
+// remote show).
 func claimPathLine(w io.Writer, c *tally.Client) {
 	p := c.ClaimPath()
 	fmt.Fprintf(w, "claims: %s (%s)\n", p.Path, p.Why)
+	if len(p.Ops) > 0 {
+		fmt.Fprintf(w, "sequenced: %s\n", strings.Join(p.Ops, " "))
+	}
 }
 
 // gitConfig runs git config in the repository (not on any hot path).

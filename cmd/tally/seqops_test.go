@@ -66,6 +66,10 @@ func TestSequencedOps(t *testing.T) {
 	if got := fmt.Sprint(ops(b)); got != fmt.Sprint(tally.SequencedOps) {
 		t.Fatalf("status says the sequenced ops are %s, want %v", got, tally.SequencedOps)
 	}
+	if p := testrepo.Exec(c.bin, b, "B", nil, "--remote", "origin", "remote", "show"); p.Code != 0 ||
+		!strings.Contains(p.Stdout, "\nsequenced: claim-next lock release renew unlock\n") {
+		t.Fatalf("remote show does not list the sequenced ops: %s", p)
+	}
 
 	// An offer without the list, as a server from before it wrote.
 	tree := strings.TrimSpace(testrepo.Git(t, c.bare, "rev-parse", ledger.SequencerRef+"^{tree}"))
