@@ -42,15 +42,28 @@ func scratchName(tracking string) string {
 // scratchTable names this process's process table, for scratch refs (ok
 // false, named "none", where it cannot be told: then this process sweeps
 // nothing).
-var scratchTable = sync.OnceValues(func() (string, bool) {
-	host, err := os.Hostname()
-	ns, ok := pidNamespace()
-	if err != nil || !ok {
-		return "none", false
-	}
-	sum := sha256.Sum256([]byte(host + "\x00" + ns))
-	return hex.EncodeToString(sum[:4]), true
-})
+func scratchTable() (string, bool) {
+	scratchOnce.Do(func() {
+		host, err := os.Hostname()
+		ns, ok := pidNamespace()
+		if err != nil || !ok {
+			scratchTableName = "none"
+			return
+		}
+		sum := sha256.Sum256([]byte(host + "\x00" + ns))
+		scratchTableName, scratchTableKnown = hex.EncodeToString(sum[:4]), true
+	})
+	return scratchTableName, scratchTableKnown
+}
+
+// scratchTable's answer, found on first use: a package variable made by
+// sync.OnceValues would cost every tally process two allocations at start
+// (TestStartInitializers).
+var (
+	scratchOnce       sync.Once
+	scratchTableName  string
+	scratchTableKnown bool
+)
 
 // scratchOwner reads the pid and process table from the rest of a scratch
 // ref's name after scratchMark (table "" for a name from before tables).

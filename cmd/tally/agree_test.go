@@ -34,6 +34,12 @@ func TestHolderAnswersAgree(t *testing.T) {
 	later := lease.TTLMin*time.Second + time.Second // past the first claims' expiry
 	c := newNetCluster(t, gitserver.GitDaemon, at(later+time.Minute)...)
 	alice, bob := c.clone("alice"), c.clone("bob")
+	for _, d := range []string{alice, bob} {
+		// Compare-and-swap: each entry carries its clone's clock, which this
+		// test moves (and forges a renew at); a sequenced one carries the
+		// server's.
+		testrepo.Git(t, d, "config", "tally.sequencer", "false")
+	}
 	remote := func(args ...string) []string { return append([]string{"--remote", "origin"}, args...) }
 	c.ok(alice, "alice", at(0), remote("init")...)
 	states := []struct{ cell, want string }{

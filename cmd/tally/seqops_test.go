@@ -117,18 +117,27 @@ func TestSequencedBatch(t *testing.T) {
 	}
 	t.Cleanup(func() { holder.L.WaitMaintenance(); holder.Close() })
 	holder.SetRequestGuard(func(pusher map[string]string) tally.Guard { return tally.Guard(hooks.PusherGuard(hooks.EnvOf(pusher))) })
-	proceed, held := make(chan struct{}), make(chan *ledger.Appended, 1)
+	started, proceed, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	var own *ledger.Appended
 	go func() {
-		ap, err := holder.L.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+		var err error
+		own, err = holder.L.Append("holder", func(s *ledger.Snapshot, now time.Time) (*ledger.Draft, error) {
+			close(started)
 			<-proceed // the lock is held and the socket bound: the requests are handed over
 			return &ledger.Draft{Kind: chain.KindNote, Body: lease.NoteBody{Text: "holder's own"}}, nil
 		})
-		if err != nil {
-			t.Error(err)
-		}
-		held <- ap
+		held <- err
 	}()
+	select {
+	case <-started:
+	case err := <-held:
+		t.Fatalf("the holder's own append ended before it was held: %v", err)
+	}
 	socket := testrepo.HandoverSocket(c.bare)
+	if _, err := os.Stat(socket); err != nil {
+		close(proceed)
+		t.Fatalf("the holder holds the writer lock but does not listen: %v (signs: %v)", err, holder.L.Signs())
+	}
 	testrepo.AwaitSockets(t, socket, 1)
 	results := make([]chan testrepo.Result, len(requests))
 	for i, r := range requests {
@@ -137,7 +146,9 @@ func TestSequencedBatch(t *testing.T) {
 	}
 	testrepo.AwaitSockets(t, socket, 1+len(requests))
 	close(proceed)
-	own := <-held
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
 
 	var granted []string
 	for i, r := range requests {
