@@ -238,16 +238,27 @@ func HandoverSocket(gitDir string) string {
 }
 
 // AwaitSockets waits until a writer-lock holder listens on the socket
-// name and n-1 connections to it bear its name in /proc/net/unix (which
-// lists those not yet accepted too, and a path as it was bound). A socket bound but not yet listening
-// refuses connections, so it does not count. It skips the test without
-// /proc/net/unix.
+// name and n-1 connections to it bear its name in the network namespace's
+// list of Unix sockets (which lists those not yet accepted too, and a path
+// as it was bound). A socket bound but not yet listening refuses
+// connections, so it does not count. It skips the test without that list.
+//
+// The list is read as the calling thread's namespace has it
+// (/proc/thread-self/net/unix), not the process's (/proc/net/unix, which
+// is the main thread's): a harness test moves a locked thread into a
+// namespace of its own, and when that thread is the main one the runtime
+// keeps it there for good, so the process's list would be that
+// namespace's, empty of every socket the test makes.
 func AwaitSockets(t testing.TB, name string, n int) {
 	t.Helper()
+	list := "/proc/thread-self/net/unix"
+	if _, err := os.Stat(list); err != nil {
+		list = "/proc/net/unix" // Linux before 3.17
+	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		b, err := os.ReadFile("/proc/net/unix")
+		b, err := os.ReadFile(list)
 		if err != nil {
-			t.Skipf("no /proc/net/unix to watch the hand-over socket: %v", err)
+			t.Skipf("no %s to watch the hand-over socket: %v", list, err)
 		}
 		listening, got := false, 0
 		for _, l := range strings.Split(string(b), "\n") {
