@@ -195,37 +195,53 @@ func pushNotesOnce(l *ledger.Ledger, s *ledger.Snapshot, remote string, who gits
 		next := pw.Add(gitstore.CommitObject, nc.Encode())
 		// No ref reaches the notes commit until the push lands and
 		// MergeNotes moves the local notes to it: its pack is kept from git
-		// gc until this function returns.
-		pack, release, err := pw.WriteKept(l.Repo.ObjectDir)
-		if err != nil {
-			return nil, nil, nil, err
+		// gc until this function returns. A notes commit this clone has
+		// already (the local notes tip itself, when the remote has no notes
+		// yet: the same tree, parents, author and message) is not written
+		// again: its pack would be byte for byte the one that holds it, and
+		// removing it after a lost push would take the local notes with it.
+		var pack string
+		if !db.Has(next) {
+			var release func()
+			if pack, release, err = pw.WriteKept(l.Repo.ObjectDir); err != nil {
+				return nil, nil, nil, err
+			}
+			defer release()
 		}
-		defer release()
+		dropPack := func() {
+			if pack != "" {
+				gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			}
+		}
 		pushErr := l.Repo.PushRef(remote, NotesRef, theirs, next)
 		var cur gitstore.ObjectID
 		if pushErr == nil {
 			cur = next // receive-pack reported the update applied
 		} else if errors.Is(pushErr, gitstore.ErrRefChanged) {
 			// Nothing was sent: another clone's notes landed first.
-			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			dropPack()
 			continue
 		} else if cur, err = l.Repo.ListRemoteRef(remote, NotesRef); err != nil {
 			// Landed or not, the next push finds out: it builds on what
 			// the remote then has.
-			db.AddPack(pack)
+			if pack != "" {
+				db.AddPack(pack)
+			}
 			return nil, append(gained, waiting...), err, nil
 		}
 		switch cur {
 		case next:
 			// Best effort, as for the ledger: a compaction may have merged
 			// the pack already, and a miss rescans the packs anyway.
-			db.AddPack(pack)
+			if pack != "" {
+				db.AddPack(pack)
+			}
 			return gained, waiting, waitWhy, l.Repo.MergeNotes(l.NotesLock(), NotesRef, next, who)
 		case theirs: // not applied
-			gitstore.RemovePack(l.Repo.ObjectDir, pack)
+			dropPack()
 			return nil, append(gained, waiting...), pushErr, nil
 		}
-		gitstore.RemovePack(l.Repo.ObjectDir, pack) // another clone's notes landed first: rebuild on them
+		dropPack() // another clone's notes landed first: rebuild on them
 	}
 	return nil, gained, errors.New(NotesRef + " kept changing"), nil
 }

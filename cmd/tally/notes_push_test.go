@@ -48,7 +48,7 @@ func TestRemoteNotesTravel(t *testing.T) {
 			for i := range dirs {
 				note, err := netGit(c.bare, nil, "notes", "--ref", "tally", "show", commits[i])
 				if err != nil || !strings.Contains(note, fmt.Sprintf("cell=w/c%03d epoch=%s", i, epochs[i])) {
-					t.Fatalf("server note of %s: %q %v", commits[i], note, err)
+					t.Fatalf("server note of %s: %q %v\n%v", commits[i], note, err, dones)
 				}
 			}
 			for i, d := range dones {
