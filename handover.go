@@ -36,11 +36,9 @@ type handIntent struct {
 // intent of another.
 const handIntentVersion = 1
 
-// The ops of steps that only a hand-over carries.
-const (
-	opDone  = "done"  // a receipt
-	opServe = "serve" // a sequenced request the server serves (ServeRequest)
-)
+// opServe is the op of a step only a hand-over carries: a sequenced
+// request the server serves (ServeRequest).
+const opServe = "serve"
 
 // handStep is one entry of an intent: its Op, and the one member that op
 // names (only): Done, a receipt (the body as receipt.Prepared.Draft gives
@@ -81,7 +79,7 @@ type LockStep struct {
 
 // only reports whether st has the member its op names and no other.
 func (st *handStep) only() bool {
-	set := map[string]bool{opDone: st.Done != nil, OpClaimNext: st.Claim != nil, OpRenew: st.Renew != nil,
+	set := map[string]bool{OpDone: st.Done != nil, OpClaimNext: st.Claim != nil, OpRenew: st.Renew != nil,
 		OpRelease: st.Release != nil, OpLock: st.Lock != nil, OpUnlock: st.Unlock != nil, opServe: st.Request != nil}
 	n := 0
 	for _, v := range set {
@@ -104,7 +102,7 @@ func (st handStep) build(l *ledger.Ledger, actor string, beside bool) (ledger.Bu
 	}
 	var b ledger.BuildFunc
 	switch st.Op {
-	case opDone:
+	case OpDone:
 		prep, err := receipt.Resume(l, *st.Done)
 		if err != nil {
 			return nil, err
@@ -212,8 +210,12 @@ func (c *Client) appendSteps(steps []handStep) ([]*ledger.Appended, error) {
 		if err != nil {
 			return nil, err
 		}
-		if path.sequences(steps[0].Op) {
-			ap, err := c.request(steps[0])
+		st, fits, err := c.requestStep(steps[0])
+		if err != nil {
+			return nil, err
+		}
+		if fits && path.sequences(st.Op) {
+			ap, err := c.request(st)
 			if err == nil {
 				return []*ledger.Appended{ap}, nil
 			}

@@ -389,7 +389,7 @@ func (c *Client) done(req receipt.Request, then *NextClaim) (*DoneResult, *ledge
 		return nil, nil, err
 	}
 	draft := prep.Draft()
-	steps := []handStep{{Op: opDone, Done: &draft}}
+	steps := []handStep{{Op: OpDone, Done: &draft}}
 	if then != nil {
 		steps = append(steps, handStep{Op: OpClaimNext, Claim: then})
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/tally-dev/tally/gitstore"
 	"github.com/tally-dev/tally/lease"
 	"github.com/tally-dev/tally/ledger"
+	"github.com/tally-dev/tally/receipt"
 )
 
 // Server sequencing (FORMAT.md §9b): the client sends its intent, the
@@ -26,6 +27,7 @@ import (
 // (ledger.RequestRef(op)): the appends agents repeat.
 const (
 	OpClaimNext = "claim-next" // claim --next
+	OpDone      = "done"       // finish a cell with a receipt
 	OpRenew     = "renew"      // renew a cell's lease
 	OpRelease   = "release"    // give a cell back
 	OpLock      = "lock"       // lock path patterns, or renew locks held
@@ -34,7 +36,7 @@ const (
 
 // SequencedOps are the ops this version serves, as its offer lists them
 // (hooks.InstallSequencer).
-var SequencedOps = []string{OpClaimNext, OpLock, OpRelease, OpRenew, OpUnlock}
+var SequencedOps = []string{OpClaimNext, OpDone, OpLock, OpRelease, OpRenew, OpUnlock}
 
 // IntentVersion is the version of the intents this client sends: 2, whose
 // answer is the entry carrying the intent's nonce. A server from before it
@@ -55,6 +57,7 @@ type Intent struct {
 	Op    string `json:"op"`
 	Actor string `json:"actor"`
 	*NextClaim
+	Done *lease.DoneBody `json:"done,omitempty"` // the whole body, as the requester decided it (requestStep)
 	repeatedSteps
 	Have  string `json:"have,omitempty"`
 	Sent  int    `json:"sent,omitempty"`
@@ -64,7 +67,7 @@ type Intent struct {
 // step is the intent's step: the one member its op names, and no other
 // (USAGE otherwise).
 func (in *Intent) step() (handStep, error) {
-	st := handStep{Op: in.Op, Nonce: in.Nonce, Claim: in.NextClaim, repeatedSteps: in.repeatedSteps}
+	st := handStep{Op: in.Op, Nonce: in.Nonce, Claim: in.NextClaim, Done: in.Done, repeatedSteps: in.repeatedSteps}
 	if !slices.Contains(SequencedOps, in.Op) || !st.only() {
 		return st, errs.New(errs.Usage, "the request's op %q does not come with its step alone (this server serves %s)", in.Op, strings.Join(SequencedOps, ", "))
 	}
@@ -141,7 +144,7 @@ func (p ClaimPath) sequences(op string) bool {
 // answered.
 func (c *Client) request(st handStep) (*ledger.Appended, error) {
 	st.Nonce = ledger.NewNonce()
-	in := Intent{V: IntentVersion, Op: st.Op, Actor: c.Actor, NextClaim: st.Claim, repeatedSteps: st.repeatedSteps, Nonce: st.Nonce}
+	in := Intent{V: IntentVersion, Op: st.Op, Actor: c.Actor, NextClaim: st.Claim, Done: st.Done, repeatedSteps: st.repeatedSteps, Nonce: st.Nonce}
 	intent := func(have gitstore.ObjectID, sent int) ([]byte, error) {
 		in.Have, in.Sent = "", 0
 		if !have.IsZero() {
@@ -176,14 +179,52 @@ func (st *handStep) made(a *ledger.Applied) bool {
 	case OpLock:
 		_, granted := a.Result.Effect.(*lease.LockGrant)
 		return granted
+	case OpDone:
+		_, receipt := a.Result.Effect.(*lease.ReceiptRef)
+		return receipt
 	}
 	return true
 }
 
+// requestStep is st as a request carries it, and whether its request fits
+// in ledger.MaxRequest (else it goes by compare-and-swap). A receipt's
+// body is decided here, whole, on this clone's verified view of the
+// remote's ledger (the lease's base, the paths changed since it): the
+// server holds the commits a receipt names only if the agent pushed them,
+// and takes the body as it takes a pushed entry's, judged by the rules.
+// Every other step goes as it is.
+func (c *Client) requestStep(st handStep) (handStep, bool, error) {
+	if st.Op == OpDone {
+		s, ok, err := c.L.KnownRemote(c.Remote())
+		if err == nil && !ok {
+			s, err = c.head()
+		}
+		if err != nil {
+			return st, false, err
+		}
+		prep, err := receipt.Resume(c.L, *st.Done)
+		if err != nil {
+			return st, false, err
+		}
+		if st.Done, err = prep.Body(s); err != nil {
+			return st, false, err
+		}
+	}
+	// The intent as sent: with a have and a range form, and the nonce.
+	in := Intent{V: IntentVersion, Op: st.Op, Actor: c.Actor, NextClaim: st.Claim, Done: st.Done, repeatedSteps: st.repeatedSteps,
+		Have: strings.Repeat("0", 40), Sent: 99, Nonce: strings.Repeat("0", 32)}
+	raw, err := chain.MarshalCanonical(in)
+	return st, err == nil && len(raw)+commitOverhead <= ledger.MaxRequest, err
+}
+
+// commitOverhead bounds what a request's commit adds to its intent: the
+// tree, author and committer lines and the object's header.
+const commitOverhead = 256
+
 // kind is the kind of the entry st appends (none for a served request:
 // its intent's step says).
 func (st *handStep) kind() chain.Kind {
-	return map[string]chain.Kind{opDone: chain.KindDone, OpClaimNext: chain.KindClaim, OpRenew: chain.KindRenew,
+	return map[string]chain.Kind{OpDone: chain.KindDone, OpClaimNext: chain.KindClaim, OpRenew: chain.KindRenew,
 		OpRelease: chain.KindRelease, OpLock: chain.KindLock, OpUnlock: chain.KindUnlock}[st.Op]
 }
 
@@ -283,8 +324,12 @@ func (c *Client) serveBuild(req *servedRequest) (*Intent, ledger.BuildFunc, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	build, err := st.build(c.L, in.Actor, false)
-	if err != nil {
+	var build ledger.BuildFunc
+	if st.Op == OpDone {
+		// The body as the requester decided it (requestStep), taken as a
+		// pushed entry's: the rules judge it.
+		build = withNonce(static(chain.KindDone, st.Done), st.Nonce)
+	} else if build, err = st.build(c.L, in.Actor, false); err != nil {
 		return nil, nil, err
 	}
 	guard := c.requestGuard(req.Pusher)

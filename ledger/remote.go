@@ -77,6 +77,18 @@ const NotesRef = "refs/notes/tally"
 // (Draft.Beside), and one lock for both refs needs no lock order.
 func (l *Ledger) NotesLock() string { return l.Files.WriterLock() }
 
+// KnownRemote is remote's ledger as this clone last verified it (its
+// record of the remote, FORMAT.md §8), read without asking the remote; ok
+// is false when this clone has verified none.
+func (l *Ledger) KnownRemote(remote string) (*Snapshot, bool, error) {
+	tip := l.readRemoteRecord(remote)
+	if tip.IsZero() {
+		return nil, false, nil
+	}
+	s, err := l.SnapshotAt(tip)
+	return s, err == nil, err
+}
+
 // fetchRemote fetches the remote's ledger into its tracking ref and, in the
 // same fetch, the remote's receipt notes into theirs (TrackingRef). When the
 // remote's notes moved, the local notes take them in (gitstore.MergeNotes):

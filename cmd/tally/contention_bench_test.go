@@ -320,3 +320,90 @@ func BenchmarkRemoteRenewContention(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRemoteDrainDone: agents drain a wave through the server, each
+// claiming, committing and finishing cell after cell, for
+// TALLY_BENCH_SECONDS: where done by compare-and-swap meets the
+// sequencer's stream of claims (issue #32, item 3). design=default is a
+// clone as a new user leaves it; with TALLY_BENCH_MAIN_BIN, design=main is
+// that build's default clone (its done compare-and-swap). A done that gave
+// up (CONFLICT) ends its agent, and is counted.
+//
+//	TALLY_BENCH_REMOTE=1 TALLY_BENCH_AGENTS=8 TALLY_BENCH_MAIN_BIN=$B go test ./cmd/tally -run '^$' -bench RemoteDrainDone -benchtime 1x
+func BenchmarkRemoteDrainDone(b *testing.B) {
+	benchRemoteOn(b)
+	seconds, counts := benchRun(b)
+	designs := []string{"default"}
+	if os.Getenv("TALLY_BENCH_MAIN_BIN") != "" {
+		designs = append([]string{"main"}, designs...)
+	}
+	for _, design := range designs {
+		for _, agents := range counts {
+			b.Run(fmt.Sprintf("design=%s/agents=%d", design, agents), func(b *testing.B) {
+				c := newNetCluster(b, gitserver.GitDaemon)
+				if design == "main" {
+					if p := netRun(c.bin, c.bare, "server", nil, "hooks", "uninstall"); p.Code != 0 {
+						b.Fatalf("%s", p)
+					}
+					c.bin = os.Getenv("TALLY_BENCH_MAIN_BIN")
+					if p := netRun(c.bin, c.bare, "server", nil, "hooks", "install", "--server"); p.Code != 0 {
+						b.Fatalf("%s", p)
+					}
+				}
+				c.seeded("drain", 100*seconds)
+				dirs := c.agents(agents)
+				var mu sync.Mutex
+				var dones []time.Duration
+				gaveUp := 0
+				var failure error
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				stop := start.Add(time.Duration(seconds) * time.Second)
+				for i := range dirs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for time.Now().Before(stop) {
+							p := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+							if p.Err != nil || p.Code != 0 {
+								mu.Lock()
+								failure = fmt.Errorf("%s: %v", p, p.Err)
+								mu.Unlock()
+								return
+							}
+							cell := fmt.Sprint(p.JSON["wave"], "/", p.JSON["cell"])
+							netGit(dirs[i], nil, "commit", "-q", "--allow-empty", "-m", "work on "+cell)
+							d := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "done", cell, "--epoch", fmt.Sprint(p.JSON["lease"].(map[string]any)["epoch"]))
+							mu.Lock()
+							switch {
+							case d.Err == nil && d.Code == 1 && d.ErrorCode() == "CONFLICT":
+								gaveUp++
+							case d.Err != nil || d.Code != 0:
+								failure = fmt.Errorf("%s: %v", d, d.Err)
+							default:
+								dones = append(dones, d.Wall)
+							}
+							ended := d.Code != 0
+							mu.Unlock()
+							if ended {
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				if failure != nil {
+					b.Fatal(failure)
+				}
+				ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+				b.ReportMetric(float64(len(dones))/elapsed.Seconds(), "cells/s")
+				b.ReportMetric(ms(netPercentile(dones, 50)), "done-p50-ms")
+				b.ReportMetric(ms(netPercentile(dones, 90)), "done-p90-ms")
+				b.ReportMetric(float64(gaveUp), "gave-up")
+			})
+		}
+	}
+}

@@ -20,8 +20,8 @@ import (
 )
 
 // TestSequencedOps: a new clone of a server whose offer lists the ops
-// (FORMAT.md §9b) sends renew, release, lock and unlock to the sequencer as
-// it sends claim --next: no ledger update is pushed, the server's ledger
+// (FORMAT.md §9b) sends renew, release, lock, unlock and done to the
+// sequencer as it sends claim --next: no ledger update is pushed, the server's ledger
 // holds each entry, by its actor, and a refusal comes back with the rule's
 // code and details. Against an offer from before the list, claim --next
 // alone is sequenced and the others push compare-and-swap.
@@ -46,6 +46,9 @@ func TestSequencedOps(t *testing.T) {
 	c.ok(a, "A", nil, remote("lock", "src/x/**", "--epoch", lockEpoch)...)
 	c.ok(a, "A", nil, remote("unlock", "src/x/**", "--epoch", lockEpoch)...)
 	c.ok(a, "A", nil, remote("release", "ops/c000", "--epoch", epoch)...)
+	claim = c.ok(a, "A", nil, remote("claim", "--next")...)
+	testrepo.Git(t, a, "commit", "-q", "--allow-empty", "-m", "work")
+	c.ok(a, "A", nil, remote("done", fmt.Sprint(claim["wave"], "/", claim["cell"]), "--epoch", fmt.Sprint(obj(t, claim, "lease")["epoch"]))...)
 	if n := pushedLedgerUpdates(t, c.bare); n != pushed {
 		t.Fatalf("%d ledger updates were pushed, want %d: an op went compare-and-swap", n, pushed)
 	}
@@ -55,7 +58,7 @@ func TestSequencedOps(t *testing.T) {
 			kinds = append(kinds, e.Kind)
 		}
 	}
-	if want := []string{"claim", "renew", "lock", "lock", "unlock", "release"}; !slices.Equal(kinds, want) {
+	if want := []string{"claim", "renew", "lock", "lock", "unlock", "release", "claim", "done"}; !slices.Equal(kinds, want) {
 		t.Fatalf("the server's ledger holds %v, want %v", kinds, want)
 	}
 	ops := func(dir string) []any {
@@ -67,7 +70,7 @@ func TestSequencedOps(t *testing.T) {
 		t.Fatalf("status says the sequenced ops are %s, want %v", got, tally.SequencedOps)
 	}
 	if p := testrepo.Exec(c.bin, b, "B", nil, "--remote", "origin", "remote", "show"); p.Code != 0 ||
-		!strings.Contains(p.Stdout, "\nsequenced: claim-next lock release renew unlock\n") {
+		!strings.Contains(p.Stdout, "\nsequenced: claim-next done lock release renew unlock\n") {
 		t.Fatalf("remote show does not list the sequenced ops: %s", p)
 	}
 
@@ -270,6 +273,75 @@ func TestSequencedLockRace(t *testing.T) {
 	}
 	if n := pushedLedgerUpdates(t, c.bare); n != pushed {
 		t.Fatalf("%d ledger updates were pushed, want %d: a lock or unlock went compare-and-swap", n, pushed)
+	}
+	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
+}
+
+// TestSequencedDoneUnderClaims: 8 agents in clones as a new user leaves
+// them claim, commit and finish cell after cell at once, 5 each. Every
+// claim and every done succeeds at its first call: a done pushed by
+// compare-and-swap raced the sequencer's stream of claims and gave up
+// (CONFLICT after 32 attempts, 7 of 8 agents on their first cell, in one
+// run of BenchmarkRemoteDrainDone), so done goes to the sequencer too, and
+// none is pushed. The server's ledger holds each cell's receipt by the
+// agent that was told so, and verifies.
+func TestSequencedDoneUnderClaims(t *testing.T) {
+	t.Parallel()
+	agents, cycles := 8, 5
+	c := newNetCluster(t, gitserver.GitDaemon)
+	// More cells than are claimed: a claim then takes the server longer
+	// (every ready cell is a candidate), and a compare-and-swap done's
+	// window to lose in is wider.
+	seed := c.seeded("drain", 400)
+	dirs := c.agents(agents)
+	done := make([][]string, agents)
+	failures := make(chan error, agents)
+	for i := range dirs {
+		go func() {
+			for range cycles {
+				p := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+				if p.Err != nil || p.Code != 0 {
+					failures <- fmt.Errorf("%s: %v", p, p.Err)
+					return
+				}
+				cell := fmt.Sprint(p.JSON["wave"], "/", p.JSON["cell"])
+				if _, err := netGit(dirs[i], nil, "commit", "-q", "--allow-empty", "-m", "work on "+cell); err != nil {
+					failures <- err
+					return
+				}
+				d := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "done", cell, "--epoch", fmt.Sprint(obj(t, p.JSON, "lease")["epoch"]))
+				if d.Err != nil || d.Code != 0 {
+					failures <- fmt.Errorf("%s: %v", d, d.Err)
+					return
+				}
+				done[i] = append(done[i], cell)
+			}
+			failures <- nil
+		}()
+	}
+	for range dirs {
+		if err := <-failures; err != nil {
+			t.Fatal(err)
+		}
+	}
+	by := map[string]string{}
+	for _, e := range netLedger(t, c.bare) {
+		if e.Kind == "done" {
+			by[e.cell()] = e.Actor
+		}
+	}
+	for i, cells := range done {
+		for _, cell := range cells {
+			if by[cell] != netAgent(i) {
+				t.Fatalf("%s: %s was told it finished it, the server's ledger says %q", cell, netAgent(i), by[cell])
+			}
+		}
+	}
+	if len(by) != agents*cycles {
+		t.Fatalf("%d receipts in the server's ledger, want %d", len(by), agents*cycles)
+	}
+	if n := pushedLedgerUpdates(t, c.bare); n != 2 {
+		t.Fatalf("%d ledger updates were pushed, want 2 (init and plan): a done raced the sequencer by compare-and-swap", n)
 	}
 	c.ok(seed, "auditor", nil, "--remote", "origin", "verify", "--full")
 }
