@@ -54,13 +54,7 @@ func BenchmarkRemoteContention(b *testing.B) {
 						// The server's hook and every client run the other build,
 						// on a server set up by its install alone (this build's
 						// uninstall removes what this build's install set).
-						if p := netRun(c.bin, c.bare, "server", nil, "hooks", "uninstall"); p.Code != 0 {
-							b.Fatalf("%s", p)
-						}
-						c.bin = mainBin
-						if p := netRun(mainBin, c.bare, "server", nil, "hooks", "install", "--server"); p.Code != 0 {
-							b.Fatalf("%s", p)
-						}
+						c.useBuild(b, mainBin)
 					}
 					// More cells than the fastest configuration could claim.
 					c.seeded("bench", 100*seconds)
@@ -265,43 +259,9 @@ func BenchmarkRemoteRenewContention(b *testing.B) {
 					res := c.ok(d, netAgent(i), nil, "--remote", "origin", "claim", fmt.Sprintf("bench/c%03d", i), "--ttl", "3600")
 					epochs[i] = fmt.Sprint(res["lease"].(map[string]any)["epoch"])
 				}
-				var mu sync.Mutex
-				var walls []time.Duration
-				conflicts := 0
-				var failure error
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				start := time.Now()
-				stop := start.Add(time.Duration(seconds) * time.Second)
-				for i := range dirs {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for time.Now().Before(stop) {
-							p := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "renew", fmt.Sprintf("bench/c%03d", i), "--epoch", epochs[i], "--ttl", "3600")
-							mu.Lock()
-							switch {
-							case p.Err != nil || p.Code != 0 && p.ErrorCode() != "CONFLICT":
-								failure = fmt.Errorf("%s: %v", p, p.Err)
-							case p.Code != 0:
-								conflicts++
-							default:
-								walls = append(walls, p.Wall)
-							}
-							bad := failure != nil
-							mu.Unlock()
-							if bad {
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				if failure != nil {
-					b.Fatal(failure)
-				}
+				walls, conflicts, elapsed := agentLoops(b, agents, time.Duration(seconds)*time.Second, false, func(i int) testrepo.Result {
+					return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "renew", fmt.Sprintf("bench/c%03d", i), "--epoch", epochs[i], "--ttl", "3600")
+				})
 				renews := 0
 				for _, e := range netLedger(b, c.bare) {
 					if e.Kind == "renew" {
@@ -342,62 +302,19 @@ func BenchmarkRemoteDrainDone(b *testing.B) {
 			b.Run(fmt.Sprintf("design=%s/agents=%d", design, agents), func(b *testing.B) {
 				c := newNetCluster(b, gitserver.GitDaemon)
 				if design == "main" {
-					if p := netRun(c.bin, c.bare, "server", nil, "hooks", "uninstall"); p.Code != 0 {
-						b.Fatalf("%s", p)
-					}
-					c.bin = os.Getenv("TALLY_BENCH_MAIN_BIN")
-					if p := netRun(c.bin, c.bare, "server", nil, "hooks", "install", "--server"); p.Code != 0 {
-						b.Fatalf("%s", p)
-					}
+					c.useBuild(b, os.Getenv("TALLY_BENCH_MAIN_BIN"))
 				}
 				c.seeded("drain", 100*seconds)
 				dirs := c.agents(agents)
-				var mu sync.Mutex
-				var dones []time.Duration
-				gaveUp := 0
-				var failure error
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				start := time.Now()
-				stop := start.Add(time.Duration(seconds) * time.Second)
-				for i := range dirs {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for time.Now().Before(stop) {
-							p := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
-							if p.Err != nil || p.Code != 0 {
-								mu.Lock()
-								failure = fmt.Errorf("%s: %v", p, p.Err)
-								mu.Unlock()
-								return
-							}
-							cell := fmt.Sprint(p.JSON["wave"], "/", p.JSON["cell"])
-							netGit(dirs[i], nil, "commit", "-q", "--allow-empty", "-m", "work on "+cell)
-							d := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "done", cell, "--epoch", fmt.Sprint(p.JSON["lease"].(map[string]any)["epoch"]))
-							mu.Lock()
-							switch {
-							case d.Err == nil && d.Code == 1 && d.ErrorCode() == "CONFLICT":
-								gaveUp++
-							case d.Err != nil || d.Code != 0:
-								failure = fmt.Errorf("%s: %v", d, d.Err)
-							default:
-								dones = append(dones, d.Wall)
-							}
-							ended := d.Code != 0
-							mu.Unlock()
-							if ended {
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				if failure != nil {
-					b.Fatal(failure)
-				}
+				dones, gaveUp, elapsed := agentLoops(b, agents, time.Duration(seconds)*time.Second, true, func(i int) testrepo.Result {
+					p := netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "claim", "--next", "--ttl", "3600")
+					if p.Err != nil || p.Code != 0 {
+						return p
+					}
+					cell := fmt.Sprint(p.JSON["wave"], "/", p.JSON["cell"])
+					netGit(dirs[i], nil, "commit", "-q", "--allow-empty", "-m", "work on "+cell)
+					return netRun(c.bin, dirs[i], netAgent(i), nil, "--remote", "origin", "done", cell, "--epoch", fmt.Sprint(p.JSON["lease"].(map[string]any)["epoch"]))
+				})
 				ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 				b.ReportMetric(float64(len(dones))/elapsed.Seconds(), "cells/s")
 				b.ReportMetric(ms(netPercentile(dones, 50)), "done-p50-ms")
@@ -406,4 +323,62 @@ func BenchmarkRemoteDrainDone(b *testing.B) {
 			})
 		}
 	}
+}
+
+// useBuild makes bin the build the cluster's server hooks and clients run:
+// the server set up by bin's install alone (this build's uninstall removes
+// what this build's install set).
+func (c *netCluster) useBuild(b *testing.B, bin string) {
+	b.Helper()
+	if p := netRun(c.bin, c.bare, "server", nil, "hooks", "uninstall"); p.Code != 0 {
+		b.Fatalf("%s", p)
+	}
+	c.bin = bin
+	if p := netRun(bin, c.bare, "server", nil, "hooks", "install", "--server"); p.Code != 0 {
+		b.Fatalf("%s", p)
+	}
+}
+
+// agentLoops runs step for agents 0..n-1 at once, each in a loop, for d,
+// and returns the walls of the steps that succeeded, how many gave up
+// (CONFLICT: retries ran out), and how long it all took. An agent whose
+// step gave up stops when giveUpEnds; any other failure fails b.
+func agentLoops(b *testing.B, n int, d time.Duration, giveUpEnds bool, step func(i int) testrepo.Result) (walls []time.Duration, gaveUp int, elapsed time.Duration) {
+	var mu sync.Mutex
+	var failure error
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	stop := start.Add(d)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				p := step(i)
+				mu.Lock()
+				conflict := p.Err == nil && p.Code == 1 && p.ErrorCode() == "CONFLICT"
+				switch {
+				case conflict:
+					gaveUp++
+				case p.Err != nil || p.Code != 0:
+					failure = fmt.Errorf("%s: %v", p, p.Err)
+				default:
+					walls = append(walls, p.Wall)
+				}
+				end := failure != nil || conflict && giveUpEnds
+				mu.Unlock()
+				if end {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed = time.Since(start)
+	b.StopTimer()
+	if failure != nil {
+		b.Fatal(failure)
+	}
+	return walls, gaveUp, elapsed
 }
