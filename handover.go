@@ -61,6 +61,7 @@ type handStep struct {
 type repeatedSteps struct {
 	Renew   *lease.RenewBody  `json:"renew,omitempty"` // TTL 0: the lease's current TTL
 	Release *lease.EpochBody  `json:"release,omitempty"`
+	Fail    *lease.FailBody   `json:"fail,omitempty"`
 	Lock    *LockStep         `json:"lock,omitempty"`
 	Unlock  *lease.UnlockBody `json:"unlock,omitempty"`
 }
@@ -80,7 +81,7 @@ type LockStep struct {
 // only reports whether st has the member its op names and no other.
 func (st *handStep) only() bool {
 	set := map[string]bool{OpDone: st.Done != nil, OpClaimNext: st.Claim != nil, OpRenew: st.Renew != nil,
-		OpRelease: st.Release != nil, OpLock: st.Lock != nil, OpUnlock: st.Unlock != nil, opServe: st.Request != nil}
+		OpRelease: st.Release != nil, OpFail: st.Fail != nil, OpLock: st.Lock != nil, OpUnlock: st.Unlock != nil, opServe: st.Request != nil}
 	n := 0
 	for _, v := range set {
 		if v {
@@ -114,6 +115,8 @@ func (st handStep) build(l *ledger.Ledger, actor string, beside bool) (ledger.Bu
 		b = renewBuild(*st.Renew)
 	case OpRelease:
 		b = static(chain.KindRelease, *st.Release)
+	case OpFail:
+		b = static(chain.KindFail, *st.Fail)
 	case OpLock:
 		var err error
 		if b, err = st.Lock.build(actor); err != nil {

@@ -337,7 +337,12 @@ func (c *Client) appendStep(st handStep) (*ledger.Appended, error) {
 
 // Fail marks the actor's claimed cell failed.
 func (c *Client) Fail(wave, cell string, epoch int64, reason string) (*Appended, error) {
-	return c.simple("fail", lease.FailBody{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}, Reason: reason})
+	ap, err := c.appendStep(handStep{Op: OpFail, repeatedSteps: repeatedSteps{Fail: &lease.FailBody{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}, Reason: reason}}})
+	if err != nil {
+		return nil, err
+	}
+	r := appendedOf(ap)
+	return &r, nil
 }
 
 // Requeue puts a failed cell back to pending.

@@ -28,6 +28,7 @@ import (
 const (
 	OpClaimNext = "claim-next" // claim --next
 	OpDone      = "done"       // finish a cell with a receipt
+	OpFail      = "fail"       // mark a cell failed
 	OpRenew     = "renew"      // renew a cell's lease
 	OpRelease   = "release"    // give a cell back
 	OpLock      = "lock"       // lock path patterns, or renew locks held
@@ -36,7 +37,7 @@ const (
 
 // SequencedOps are the ops this version serves, as its offer lists them
 // (hooks.InstallSequencer).
-var SequencedOps = []string{OpClaimNext, OpDone, OpLock, OpRelease, OpRenew, OpUnlock}
+var SequencedOps = []string{OpClaimNext, OpDone, OpFail, OpLock, OpRelease, OpRenew, OpUnlock}
 
 // IntentVersion is the version of the intents this client sends: 2, whose
 // answer is the entry carrying the intent's nonce. A server from before it
@@ -224,7 +225,7 @@ const commitOverhead = 256
 // kind is the kind of the entry st appends (none for a served request:
 // its intent's step says).
 func (st *handStep) kind() chain.Kind {
-	return map[string]chain.Kind{OpDone: chain.KindDone, OpClaimNext: chain.KindClaim, OpRenew: chain.KindRenew,
+	return map[string]chain.Kind{OpDone: chain.KindDone, OpFail: chain.KindFail, OpClaimNext: chain.KindClaim, OpRenew: chain.KindRenew,
 		OpRelease: chain.KindRelease, OpLock: chain.KindLock, OpUnlock: chain.KindUnlock}[st.Op]
 }
 

@@ -20,7 +20,7 @@ import (
 )
 
 // TestSequencedOps: a new clone of a server whose offer lists the ops
-// (FORMAT.md §9b) sends renew, release, lock, unlock and done to the
+// (FORMAT.md §9b) sends renew, release, lock, unlock, done and fail to the
 // sequencer as it sends claim --next: no ledger update is pushed, the server's ledger
 // holds each entry, by its actor, and a refusal comes back with the rule's
 // code and details. Against an offer from before the list, claim --next
@@ -28,7 +28,7 @@ import (
 func TestSequencedOps(t *testing.T) {
 	t.Parallel()
 	c := newNetCluster(t, gitserver.GitDaemon)
-	c.seeded("ops", 2)
+	c.seeded("ops", 4)
 	a, b := c.clone("agent-a"), c.clone("agent-b")
 	pushed := pushedLedgerUpdates(t, c.bare) // init and plan
 	remote := func(args ...string) []string { return append([]string{"--remote", "origin"}, args...) }
@@ -49,6 +49,8 @@ func TestSequencedOps(t *testing.T) {
 	claim = c.ok(a, "A", nil, remote("claim", "--next")...)
 	testrepo.Git(t, a, "commit", "-q", "--allow-empty", "-m", "work")
 	c.ok(a, "A", nil, remote("done", fmt.Sprint(claim["wave"], "/", claim["cell"]), "--epoch", fmt.Sprint(obj(t, claim, "lease")["epoch"]))...)
+	claim = c.ok(a, "A", nil, remote("claim", "--next")...)
+	c.ok(a, "A", nil, remote("fail", fmt.Sprint(claim["wave"], "/", claim["cell"]), "--epoch", fmt.Sprint(obj(t, claim, "lease")["epoch"]), "--reason", "broken")...)
 	if n := pushedLedgerUpdates(t, c.bare); n != pushed {
 		t.Fatalf("%d ledger updates were pushed, want %d: an op went compare-and-swap", n, pushed)
 	}
@@ -58,7 +60,7 @@ func TestSequencedOps(t *testing.T) {
 			kinds = append(kinds, e.Kind)
 		}
 	}
-	if want := []string{"claim", "renew", "lock", "lock", "unlock", "release", "claim", "done"}; !slices.Equal(kinds, want) {
+	if want := []string{"claim", "renew", "lock", "lock", "unlock", "release", "claim", "done", "claim", "fail"}; !slices.Equal(kinds, want) {
 		t.Fatalf("the server's ledger holds %v, want %v", kinds, want)
 	}
 	ops := func(dir string) []any {
@@ -70,7 +72,7 @@ func TestSequencedOps(t *testing.T) {
 		t.Fatalf("status says the sequenced ops are %s, want %v", got, tally.SequencedOps)
 	}
 	if p := testrepo.Exec(c.bin, b, "B", nil, "--remote", "origin", "remote", "show"); p.Code != 0 ||
-		!strings.Contains(p.Stdout, "\nsequenced: claim-next done lock release renew unlock\n") {
+		!strings.Contains(p.Stdout, "\nsequenced: claim-next done fail lock release renew unlock\n") {
 		t.Fatalf("remote show does not list the sequenced ops: %s", p)
 	}
 
