@@ -187,12 +187,7 @@ func (c *Client) Unlock(patterns []string, epochs []int64) (*Appended, error) {
 	if err != nil {
 		return nil, err
 	}
-	ap, err := c.appendStep(handStep{Op: OpUnlock, repeatedSteps: repeatedSteps{Unlock: &lease.UnlockBody{Patterns: pats, Epochs: eps}}})
-	if err != nil {
-		return nil, err
-	}
-	r := appendedOf(ap)
-	return &r, nil
+	return c.simpleStep(handStep{Op: OpUnlock, repeatedSteps: repeatedSteps{Unlock: &lease.UnlockBody{Patterns: pats, Epochs: eps}}})
 }
 
 // normalizeLocks normalizes specs (USAGE for "..", absolute or empty ones),

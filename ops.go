@@ -318,7 +318,13 @@ func (c *Client) Renew(wave, cell string, epoch int64, ttl int) (*LeaseResult, e
 
 // Release gives a cell back (pending again, epoch kept).
 func (c *Client) Release(wave, cell string, epoch int64) (*Appended, error) {
-	ap, err := c.appendStep(handStep{Op: OpRelease, repeatedSteps: repeatedSteps{Release: &lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}}})
+	return c.simpleStep(handStep{Op: OpRelease, repeatedSteps: repeatedSteps{Release: &lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}}})
+}
+
+// simpleStep appends the one step st (appendStep), for the commands whose
+// result is the entry alone.
+func (c *Client) simpleStep(st handStep) (*Appended, error) {
+	ap, err := c.appendStep(st)
 	if err != nil {
 		return nil, err
 	}
@@ -337,12 +343,7 @@ func (c *Client) appendStep(st handStep) (*ledger.Appended, error) {
 
 // Fail marks the actor's claimed cell failed.
 func (c *Client) Fail(wave, cell string, epoch int64, reason string) (*Appended, error) {
-	ap, err := c.appendStep(handStep{Op: OpFail, repeatedSteps: repeatedSteps{Fail: &lease.FailBody{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}, Reason: reason}}})
-	if err != nil {
-		return nil, err
-	}
-	r := appendedOf(ap)
-	return &r, nil
+	return c.simpleStep(handStep{Op: OpFail, repeatedSteps: repeatedSteps{Fail: &lease.FailBody{EpochBody: lease.EpochBody{CellRef: lease.CellRef{Wave: wave, Cell: cell}, Epoch: epoch}, Reason: reason}}})
 }
 
 // Requeue puts a failed cell back to pending.

@@ -145,7 +145,7 @@ func (p ClaimPath) sequences(op string) bool {
 // answered.
 func (c *Client) request(st handStep) (*ledger.Appended, error) {
 	st.Nonce = ledger.NewNonce()
-	in := Intent{V: IntentVersion, Op: st.Op, Actor: c.Actor, NextClaim: st.Claim, Done: st.Done, repeatedSteps: st.repeatedSteps, Nonce: st.Nonce}
+	in := c.intentOf(st)
 	intent := func(have gitstore.ObjectID, sent int) ([]byte, error) {
 		in.Have, in.Sent = "", 0
 		if !have.IsZero() {
@@ -160,6 +160,12 @@ func (c *Client) request(st handStep) (*ledger.Appended, error) {
 		return a.Entry.Nonce == in.Nonce && a.Entry.Actor == c.Actor && st.made(a)
 	}
 	return c.L.Request(c.Remote(), st.Op, intent, mine)
+}
+
+// intentOf is the intent of a request of the step st by the client's
+// actor, without a have or range form.
+func (c *Client) intentOf(st handStep) Intent {
+	return Intent{V: IntentVersion, Op: st.Op, Actor: c.Actor, NextClaim: st.Claim, Done: st.Done, repeatedSteps: st.repeatedSteps, Nonce: st.Nonce}
 }
 
 // made reports whether a is an entry st's build makes: of its kind, with
@@ -211,9 +217,10 @@ func (c *Client) requestStep(st handStep) (handStep, bool, error) {
 			return st, false, err
 		}
 	}
-	// The intent as sent: with a have and a range form, and the nonce.
-	in := Intent{V: IntentVersion, Op: st.Op, Actor: c.Actor, NextClaim: st.Claim, Done: st.Done, repeatedSteps: st.repeatedSteps,
-		Have: strings.Repeat("0", 40), Sent: 99, Nonce: strings.Repeat("0", 32)}
+	// The intent as sent at its longest: with a have, a range form and the
+	// nonce.
+	in := c.intentOf(st)
+	in.Have, in.Sent, in.Nonce = strings.Repeat("0", 40), 99, strings.Repeat("0", 32)
 	raw, err := chain.MarshalCanonical(in)
 	return st, err == nil && len(raw)+commitOverhead <= ledger.MaxRequest, err
 }
